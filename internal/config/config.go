@@ -1,0 +1,99 @@
+// Package config holds podlab's configuration: an embedded default that a
+// YAML file can override key by key.
+package config
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+//go:embed default.yaml
+var defaultYAML []byte
+
+// SystemPath is read when no --config is given and it exists.
+const SystemPath = "/etc/podlab/config.yaml"
+
+// Config is podlab's configuration. Data only.
+type Config struct {
+	StateDir               string `json:"stateDir"`
+	NetNSDir               string `json:"netnsDir"`
+	ImageDir               string `json:"imageDir"`
+	LogDir                 string `json:"logDir"`
+	CgroupParent           string `json:"cgroupParent"`
+	PauseBinary            string `json:"pauseBinary"`
+	StopGracePeriodSeconds int    `json:"stopGracePeriodSeconds"`
+	CNI                    CNI    `json:"cni"`
+}
+
+// CNI configures the pod network.
+type CNI struct {
+	BinDirs              []string `json:"binDirs"`
+	ConfDir              string   `json:"confDir"`
+	Conflist             string   `json:"conflist"`
+	Loopback             bool     `json:"loopback"`
+	PluginTimeoutSeconds int      `json:"pluginTimeoutSeconds"`
+}
+
+// PluginTimeout is the limit on one CNI plugin invocation.
+func (c CNI) PluginTimeout() time.Duration {
+	return time.Duration(c.PluginTimeoutSeconds) * time.Second
+}
+
+// Default returns the embedded default configuration.
+func Default() *Config {
+	var c Config
+	if err := yaml.UnmarshalStrict(defaultYAML, &c); err != nil {
+		panic("embedded default config: " + err.Error())
+	}
+	return &c
+}
+
+// Load returns the default overridden by path; with path "" it reads
+// SystemPath if that exists.
+func Load(path string) (*Config, error) {
+	c := Default()
+	explicit := path != ""
+	if !explicit {
+		path = SystemPath
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) && !explicit {
+		return c, c.Validate()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	// Unmarshal onto the defaults: keys absent from the file keep them.
+	if err := yaml.UnmarshalStrict(data, c); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Validate checks the fields podlab relies on.
+func (c *Config) Validate() error {
+	for name, p := range map[string]string{"stateDir": c.StateDir, "netnsDir": c.NetNSDir, "imageDir": c.ImageDir, "logDir": c.LogDir, "cgroupParent": c.CgroupParent} {
+		if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+			return fmt.Errorf("%s: must be a clean absolute path, got %q", name, p)
+		}
+	}
+	if len(c.CNI.BinDirs) == 0 {
+		return errors.New("cni.binDirs: at least one directory required")
+	}
+	if c.CNI.ConfDir == "" && c.CNI.Conflist == "" {
+		return errors.New("cni: either confDir or conflist is required")
+	}
+	if c.CNI.PluginTimeoutSeconds <= 0 {
+		return errors.New("cni.pluginTimeoutSeconds: must be positive")
+	}
+	return nil
+}

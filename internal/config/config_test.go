@@ -1,0 +1,57 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestDefault(t *testing.T) {
+	c := Default()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.StateDir != "/run/podlab" || c.NetNSDir != "/var/run/netns" || c.CNI.BinDirs[0] != "/opt/podlab/cni/bin" {
+		t.Fatalf("default = %+v", c)
+	}
+	for _, taken := range []string{"10.88.", "10.85."} {
+		if strings.Contains(c.CNI.Conflist, taken) {
+			t.Fatalf("default subnet collides with %s", taken)
+		}
+	}
+	if !strings.Contains(c.CNI.Conflist, `"ipMasq": true`) {
+		t.Fatal("default conflist has no ipMasq")
+	}
+}
+
+func TestLoadOverrides(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(p, []byte("stateDir: /tmp/x\ncni:\n  binDirs: [/b]\n"), 0o644)
+	c, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.StateDir != "/tmp/x" || c.CNI.BinDirs[0] != "/b" || c.NetNSDir != "/var/run/netns" || c.CNI.Conflist == "" {
+		t.Fatalf("merged = %+v", c)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"unknown key":   "stateDirr: /x\n",
+		"relative path": "stateDir: run/podlab\n",
+		"no bin dirs":   "cni:\n  binDirs: []\n",
+		"not yaml":      "\t: : :\n",
+	} {
+		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_"))
+		os.WriteFile(p, []byte(body), 0o644)
+		if _, err := Load(p); err == nil {
+			t.Errorf("%s: Load succeeded", name)
+		}
+	}
+	if _, err := Load(filepath.Join(dir, "missing.yaml")); err == nil {
+		t.Error("explicit missing config: Load succeeded")
+	}
+}

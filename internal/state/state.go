@@ -1,0 +1,301 @@
+// Package state is podlab's on-disk record of pods: one JSON file per pod,
+// written to a temporary file and renamed so readers never see half a
+// record, and a per-pod flock so concurrent commands serialize per pod.
+package state
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/podlab/podlab/internal/trace"
+)
+
+// Pod states.
+const (
+	PodCreating = "Creating" // record written, side effects under way
+	PodReady    = "Ready"
+	PodFailed   = "Failed" // a container failed (init container, or start)
+	PodStopped  = "Stopped"
+)
+
+// ErrNotFound is returned when no pod matches.
+var ErrNotFound = errors.New("pod not found")
+
+// ErrExists is returned when a pod with the same namespace/name exists.
+var ErrExists = errors.New("already exists")
+
+// Pod is the record of one pod sandbox and its containers.
+type Pod struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Namespace string    `json:"namespace"`
+	UID       string    `json:"uid"`
+	State     string    `json:"state"`
+	Created   time.Time `json:"created"`
+
+	NetNS        string   `json:"netns,omitempty"`
+	IPs          []string `json:"ips,omitempty"`
+	Gateway      string   `json:"gateway,omitempty"`
+	CNINetworks  []string `json:"cniNetworks,omitempty"`
+	PausePID     int      `json:"pausePid,omitempty"`
+	PauseStart   uint64   `json:"pauseStartTime,omitempty"` // /proc/<pid>/stat starttime: guards against PID reuse
+	CgroupPath   string   `json:"cgroupPath,omitempty"`
+	Hostname     string   `json:"hostname,omitempty"`
+	HostNetwork  bool     `json:"hostNetwork,omitempty"`
+	HostPID      bool     `json:"hostPID,omitempty"`
+	HostIPC      bool     `json:"hostIPC,omitempty"`
+	ShareProcNS  bool     `json:"shareProcessNamespace,omitempty"`
+	Manifest     string   `json:"manifest,omitempty"` // the manifest as given, for inspect
+	ManifestPath string   `json:"manifestPath,omitempty"`
+
+	Containers []Container  `json:"containers,omitempty"`
+	Events     []Event      `json:"events,omitempty"`
+	Spans      []trace.Span `json:"spans,omitempty"`
+	Error      string       `json:"error,omitempty"`
+}
+
+// Container is the record of one container of a pod.
+type Container struct {
+	ID         string     `json:"id"`
+	Name       string     `json:"name"`
+	Init       bool       `json:"init,omitempty"`
+	Image      string     `json:"image"`
+	State      string     `json:"state"`
+	PID        int        `json:"pid,omitempty"`
+	ExitCode   *int       `json:"exitCode,omitempty"`
+	StartedAt  *time.Time `json:"startedAt,omitempty"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	Bundle     string     `json:"bundle,omitempty"`
+	LogPath    string     `json:"logPath,omitempty"`
+	CgroupPath string     `json:"cgroupPath,omitempty"`
+}
+
+// Event is something worth telling the user about a pod, like kubectl events.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Type    string    `json:"type"` // Normal or Warning
+	Reason  string    `json:"reason"`
+	Object  string    `json:"object,omitempty"`
+	Message string    `json:"message"`
+}
+
+// Key is the unique name of a pod: namespace/name.
+func (p *Pod) Key() string { return p.Namespace + "/" + p.Name }
+
+// ShortID is the 12-character prefix shown in tables.
+func ShortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// NewID returns a random 64-hex-digit id, like containerd's and CRI-O's.
+func NewID() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// Store is the pod records under dir.
+type Store struct {
+	dir string
+}
+
+// Open creates the store's directories (0700: records hold manifests that
+// may include secrets).
+func Open(dir string) (*Store, error) {
+	for _, d := range []string{dir, filepath.Join(dir, "pods"), filepath.Join(dir, "locks")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("creating state dir: %w", err)
+		}
+	}
+	return &Store{dir: dir}, nil
+}
+
+// Dir is the store's root.
+func (s *Store) Dir() string { return s.dir }
+
+// PodDir is where a pod's runtime files live (bundles, CNI cache, ...).
+func (s *Store) PodDir(id string) string { return filepath.Join(s.dir, "pods", id) }
+
+func (s *Store) recordPath(id string) string { return filepath.Join(s.PodDir(id), "pod.json") }
+
+// Create writes a new record; it fails with ErrExists if a pod with the
+// same namespace/name is recorded. The caller holds that name's lock.
+func (s *Store) Create(p *Pod) error {
+	if existing, err := s.Find(p.Namespace, p.Name); err == nil {
+		return fmt.Errorf("pod %q %w (id %s, state %s)", p.Key(), ErrExists, ShortID(existing.ID), existing.State)
+	}
+	if err := os.Mkdir(s.PodDir(p.ID), 0o700); err != nil {
+		return fmt.Errorf("creating pod dir: %w", err)
+	}
+	return s.Save(p)
+}
+
+// Save replaces the record atomically.
+func (s *Store) Save(p *Pod) error {
+	data, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := s.recordPath(p.ID)
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".pod-*.json")
+	if err != nil {
+		return fmt.Errorf("saving pod %s: %w", p.Key(), err)
+	}
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("saving pod %s: %w", p.Key(), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("saving pod %s: %w", p.Key(), err)
+	}
+	return nil
+}
+
+// Get reads the record of pod id.
+func (s *Store) Get(id string) (*Pod, error) {
+	data, err := os.ReadFile(s.recordPath(id))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("pod id %s: %w", ShortID(id), ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var p Pod
+	if err := json.Unmarshal(data, &p); err != nil {
+		return nil, fmt.Errorf("pod record %s is corrupt: %w", s.recordPath(id), err)
+	}
+	return &p, nil
+}
+
+// List returns every readable pod record, oldest first. Pod dirs without a
+// record (a crash between mkdir and the first save) are returned in orphans.
+func (s *Store) List() (pods []*Pod, orphans []string, err error) {
+	entries, err := os.ReadDir(filepath.Join(s.dir, "pods"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing pods: %w", err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		p, err := s.Get(e.Name())
+		if err != nil {
+			orphans = append(orphans, e.Name())
+			continue
+		}
+		pods = append(pods, p)
+	}
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Created.Before(pods[j].Created) })
+	return pods, orphans, nil
+}
+
+// Find returns the pod named name in namespace, or whose id starts with
+// name (at least 4 characters).
+func (s *Store) Find(namespace, name string) (*Pod, error) {
+	pods, _, err := s.List()
+	if err != nil {
+		return nil, err
+	}
+	var byID []*Pod
+	for _, p := range pods {
+		if p.Namespace == namespace && p.Name == name {
+			return p, nil
+		}
+		if len(name) >= 4 && strings.HasPrefix(p.ID, name) {
+			byID = append(byID, p)
+		}
+	}
+	switch len(byID) {
+	case 1:
+		return byID[0], nil
+	case 0:
+		return nil, fmt.Errorf("pod %q in namespace %q: %w", name, namespace, ErrNotFound)
+	default:
+		return nil, fmt.Errorf("pod id prefix %q is ambiguous (%d pods)", name, len(byID))
+	}
+}
+
+// Delete removes the pod's record and its directory.
+func (s *Store) Delete(id string) error {
+	if err := os.RemoveAll(s.PodDir(id)); err != nil {
+		return fmt.Errorf("removing pod state %s: %w", ShortID(id), err)
+	}
+	return nil
+}
+
+// Lock is a held flock.
+type Lock struct {
+	f    *os.File
+	path string
+}
+
+// LockPod takes the exclusive lock for namespace/name, waiting for it.
+func (s *Store) LockPod(namespace, name string) (*Lock, error) {
+	return s.lock(filepath.Join(s.dir, "locks", namespace+"_"+name+".lock"), true)
+}
+
+// TryLockPod takes the lock only if it is free; it returns (nil, nil) when
+// another command holds it.
+func (s *Store) TryLockPod(namespace, name string) (*Lock, error) {
+	return s.lock(filepath.Join(s.dir, "locks", namespace+"_"+name+".lock"), false)
+}
+
+func (s *Store) lock(path string, wait bool) (*Lock, error) {
+	for {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("opening lock %s: %w", path, err)
+		}
+		how := syscall.LOCK_EX
+		if !wait {
+			how |= syscall.LOCK_NB
+		}
+		if err := syscall.Flock(int(f.Fd()), how); err != nil {
+			f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("locking %s: %w", path, err)
+		}
+		// The holder before us may have unlinked the file on release: then
+		// our lock is on a dead inode, and we must lock the new file.
+		var held, cur syscall.Stat_t
+		if syscall.Fstat(int(f.Fd()), &held) == nil && syscall.Stat(path, &cur) == nil && held.Ino == cur.Ino {
+			return &Lock{f: f, path: path}, nil
+		}
+		f.Close()
+	}
+}
+
+// Unlock releases the lock.
+func (l *Lock) Unlock() {
+	if l != nil {
+		l.f.Close()
+	}
+}
+
+// UnlockAndRemove deletes the lock file, then releases it: used when the
+// pod is gone, so no lock file outlives its pod.
+func (l *Lock) UnlockAndRemove() {
+	if l != nil {
+		os.Remove(l.path)
+		l.f.Close()
+	}
+}

@@ -1,0 +1,184 @@
+// Package trace records the timed stages of a pod's life as nested spans and
+// renders them as a table, a text waterfall, or Chrome trace-event JSON.
+package trace
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Span is one timed stage. Offsets are relative to the recorder's start so a
+// stored trace is meaningful without the wall clock.
+type Span struct {
+	Name   string        `json:"name"`
+	Parent string        `json:"parent,omitempty"`
+	Start  time.Duration `json:"startNs"`
+	Dur    time.Duration `json:"durationNs"`
+	Err    string        `json:"error,omitempty"`
+}
+
+// Recorder collects spans. It is safe for concurrent use.
+type Recorder struct {
+	mu    sync.Mutex
+	begin time.Time
+	spans []Span
+}
+
+// New returns a recorder whose zero offset is now.
+func New() *Recorder { return &Recorder{begin: time.Now()} }
+
+// Begin is the wall-clock time of offset zero.
+func (r *Recorder) Begin() time.Time { return r.begin }
+
+// Start opens a span; call the returned func to close it. Passing a non-nil
+// error marks the span as failed.
+func (r *Recorder) Start(name string) func(error) {
+	return r.StartChild("", name)
+}
+
+// StartChild opens a span nested under parent.
+func (r *Recorder) StartChild(parent, name string) func(error) {
+	if r == nil {
+		return func(error) {}
+	}
+	t0 := time.Now()
+	return func(err error) {
+		s := Span{Name: name, Parent: parent, Start: t0.Sub(r.begin), Dur: time.Since(t0)}
+		if err != nil {
+			s.Err = err.Error()
+		}
+		r.mu.Lock()
+		r.spans = append(r.spans, s)
+		r.mu.Unlock()
+	}
+}
+
+// Add records a span measured elsewhere.
+func (r *Recorder) Add(s Span) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.spans = append(r.spans, s)
+	r.mu.Unlock()
+}
+
+// Spans returns the spans sorted by start offset (children after parents
+// that start at the same instant).
+func (r *Recorder) Spans() []Span {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	out := append([]Span(nil), r.spans...)
+	r.mu.Unlock()
+	Sort(out)
+	return out
+}
+
+// Sort orders spans by start, parents before their children.
+func Sort(spans []Span) {
+	// insertion sort: traces hold tens of spans
+	for i := 1; i < len(spans); i++ {
+		for j := i; j > 0 && less(spans[j], spans[j-1]); j-- {
+			spans[j], spans[j-1] = spans[j-1], spans[j]
+		}
+	}
+}
+
+func less(a, b Span) bool {
+	if a.Start != b.Start {
+		return a.Start < b.Start
+	}
+	if a.Parent == "" && b.Parent != "" {
+		return true
+	}
+	return a.Dur > b.Dur
+}
+
+// WriteTable prints stage, start offset, duration and a waterfall bar.
+func WriteTable(w io.Writer, spans []Span) {
+	var end time.Duration
+	width := len("STAGE")
+	for _, s := range spans {
+		if e := s.Start + s.Dur; e > end {
+			end = e
+		}
+		if n := len(displayName(s)); n > width {
+			width = n
+		}
+	}
+	const barWidth = 40
+	fmt.Fprintf(w, "%-*s %10s %10s  %s\n", width, "STAGE", "START", "DURATION", "WATERFALL")
+	for _, s := range spans {
+		bar := ""
+		if end > 0 {
+			from := int(int64(s.Start) * barWidth / int64(end))
+			n := int(int64(s.Dur) * barWidth / int64(end))
+			if n == 0 {
+				n = 1
+			}
+			if from+n > barWidth {
+				from = barWidth - n
+			}
+			bar = strings.Repeat(" ", from) + strings.Repeat("█", n)
+		}
+		name := displayName(s)
+		if s.Err != "" {
+			bar += "  FAILED: " + s.Err
+		}
+		fmt.Fprintf(w, "%-*s %10s %10s  %s\n", width, name, ms(s.Start), ms(s.Dur), bar)
+	}
+}
+
+func displayName(s Span) string {
+	if s.Parent != "" {
+		return "  " + s.Name
+	}
+	return s.Name
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/1e6) }
+
+// chromeEvent is a complete ("X") event of the Chrome trace-event format.
+type chromeEvent struct {
+	Name string            `json:"name"`
+	Cat  string            `json:"cat"`
+	Ph   string            `json:"ph"`
+	Ts   float64           `json:"ts"`
+	Dur  float64           `json:"dur"`
+	Pid  int               `json:"pid"`
+	Tid  int               `json:"tid"`
+	Args map[string]string `json:"args,omitempty"`
+}
+
+// WriteChrome writes the spans as Chrome trace-event JSON (Perfetto,
+// chrome://tracing). Nesting shows through time containment on one track.
+func WriteChrome(w io.Writer, process string, spans []Span) error {
+	type doc struct {
+		TraceEvents     []chromeEvent `json:"traceEvents"`
+		DisplayTimeUnit string        `json:"displayTimeUnit"`
+	}
+	d := doc{DisplayTimeUnit: "ms", TraceEvents: []chromeEvent{}}
+	d.TraceEvents = append(d.TraceEvents, chromeEvent{Name: "process_name", Ph: "M", Pid: 1, Tid: 1, Args: map[string]string{"name": process}})
+	for _, s := range spans {
+		ev := chromeEvent{Name: s.Name, Cat: "podlab", Ph: "X", Ts: float64(s.Start) / 1e3, Dur: float64(s.Dur) / 1e3, Pid: 1, Tid: 1}
+		if s.Parent != "" || s.Err != "" {
+			ev.Args = map[string]string{}
+			if s.Parent != "" {
+				ev.Args["parent"] = s.Parent
+			}
+			if s.Err != "" {
+				ev.Args["error"] = s.Err
+			}
+		}
+		d.TraceEvents = append(d.TraceEvents, ev)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(d)
+}
