@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/podlab/podlab/internal/state"
+	"github.com/podlab/podlab/internal/trace"
+	"github.com/podlab/podlab/sandbox"
+)
+
+func newGCCmd(g *globalFlags) *cobra.Command {
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "gc",
+		Short: "Remove what crashed or killed podlab runs left behind",
+		Long: `gc reconciles the state store with the host. A pod whose record is still
+"Creating" while no command holds its lock (podlab was killed mid-run), or
+whose pause process is gone, is torn down like rmp: pause, CNI DEL from the
+cached result, netns, cgroup, state. A pod directory without a record is
+removed. Pods being created or removed right now (their lock is held) are
+left alone, and gc touches only what podlab's records name.`,
+		Example: "  sudo podlab gc --dry-run\n  sudo podlab gc",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, err := g.manager()
+			if err != nil {
+				return err
+			}
+			pods, orphans, err := m.Store.List()
+			if err != nil {
+				return err
+			}
+			verb := "removed"
+			if dryRun {
+				verb = "would remove"
+			}
+			for _, p := range pods {
+				lock, err := m.Store.TryLockPod(p.Namespace, p.Name)
+				if err != nil {
+					return err
+				}
+				if lock == nil {
+					continue // a command is working on it
+				}
+				// Re-read under the lock: it may have become Ready or gone.
+				cur, err := m.Store.Get(p.ID)
+				if err != nil || !(cur.State == state.PodCreating || !sandbox.PauseAlive(cur)) {
+					lock.Unlock()
+					continue
+				}
+				reason := "pause process is gone"
+				if cur.State == state.PodCreating {
+					reason = "creation never finished"
+				}
+				if !dryRun {
+					if err := m.Remove(cmd.Context(), cur, 0, trace.New()); err != nil {
+						lock.Unlock()
+						fmt.Fprintf(os.Stderr, "gc: pod %s: %v\n", cur.Key(), err)
+						continue
+					}
+					lock.UnlockAndRemove()
+				} else {
+					lock.Unlock()
+				}
+				fmt.Printf("%s pod %s (%s): %s\n", verb, cur.Key(), state.ShortID(cur.ID), reason)
+			}
+			for _, id := range orphans {
+				// A pod dir without a record is younger than any side effect
+				// (the record is written first); only a crash leaves one. Give
+				// a concurrent create a moment to write its record.
+				if fi, err := os.Stat(m.Store.PodDir(id)); err != nil || time.Since(fi.ModTime()) < 10*time.Second {
+					continue
+				}
+				if !dryRun {
+					if err := m.Store.Delete(id); err != nil {
+						return err
+					}
+				}
+				fmt.Printf("%s state dir of unrecorded pod %s\n", verb, state.ShortID(id))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only report what would be removed")
+	return cmd
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/podlab/podlab/internal/config"
+	"github.com/podlab/podlab/sandbox"
+)
+
+// version is set with -ldflags "-X main.version=...".
+var version = "dev"
+
+type globalFlags struct {
+	configPath string
+	namespace  string
+}
+
+func newRootCmd() *cobra.Command {
+	g := &globalFlags{}
+	root := &cobra.Command{
+		Use:   "podlab",
+		Short: "Build Kubernetes pod sandboxes on this host, stage by stage, and time every stage",
+		Long: `podlab builds a Kubernetes pod sandbox itself, as root: a persistent network
+namespace under /var/run/netns, CNI setup through libcni with the reference
+plugins, a pause process as PID 1 of the pod, then workload containers run
+with runc's libcontainer. Every stage is timed.`,
+		Example: `  sudo podlab runp -f examples/pod.yaml     # sandbox only, prints the stage table
+  sudo podlab pods                          # list pods
+  sudo podlab rmp web                       # tear the pod down`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version,
+	}
+	root.PersistentFlags().StringVar(&g.configPath, "config", "", "config file (YAML; default "+config.SystemPath+" if present, else the embedded default)")
+	root.PersistentFlags().StringVarP(&g.namespace, "namespace", "n", "default", "pod namespace, for commands that name a pod")
+	root.AddCommand(
+		newRunpCmd(g),
+		newPodsCmd(g),
+		newStoppCmd(g),
+		newRmpCmd(g),
+		newTraceCmd(g),
+		newConfigCmd(g),
+		newDemoCmd(g),
+		newGCCmd(g),
+	)
+	return root
+}
+
+func (g *globalFlags) manager() (*sandbox.Manager, error) {
+	cfg, err := config.Load(g.configPath)
+	if err != nil {
+		return nil, err
+	}
+	return sandbox.New(cfg)
+}
+
+// printObject writes v as JSON or YAML.
+func printObject(w io.Writer, format string, v any) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	case "yaml":
+		data, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(data)
+		return err
+	}
+	return fmt.Errorf("unknown output format %q (want table, json or yaml)", format)
+}
+
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 3, ' ', 0) }
+
+func newConfigCmd(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:     "config",
+		Short:   "Print the effective configuration",
+		Example: "  podlab config\n  podlab --config my.yaml config",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(g.configPath)
+			if err != nil {
+				return err
+			}
+			return printObject(os.Stdout, "yaml", cfg)
+		},
+	}
+}

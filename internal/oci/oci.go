@@ -1,0 +1,237 @@
+// Package oci runs OCI runtime bundles with runc's libcontainer as a library:
+// runtime-spec in, specconv to a libcontainer config, a started container out.
+//
+// Any binary that links this package must call Init early in main (and in
+// TestMain of root tests): libcontainer re-executes the binary as `ARGV0 init`
+// inside the new container.
+package oci
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	_ "github.com/opencontainers/cgroups/devices" // device rules for the fs cgroup manager
+	"github.com/opencontainers/runc/libcontainer"
+	_ "github.com/opencontainers/runc/libcontainer/nsenter" // the C constructor that joins namespaces before Go starts
+	"github.com/opencontainers/runc/libcontainer/specconv"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Init handles the libcontainer re-exec. It returns only when this process
+// is not a container init; call it before anything else in main.
+func Init() {
+	if len(os.Args) > 1 && os.Args[1] == "init" {
+		libcontainer.Init() // never returns
+	}
+	// Keep main on the main thread: a libcontainer helper goroutine that
+	// switches namespaces must never leave the main thread inside one.
+	runtime.LockOSThread()
+}
+
+// Runtime manages containers whose libcontainer state lives under Root.
+// Root must not be inside the directory of the running binary, or
+// libcontainer seals the binary with a slow memfd copy instead of an overlay.
+type Runtime struct {
+	Root string
+}
+
+// Stdio is the container init's standard streams (nil = /dev/null).
+type Stdio struct {
+	Stdin          *os.File
+	Stdout, Stderr *os.File
+}
+
+// Run creates and starts a container from spec (whose Root.Path must be
+// absolute) and returns the pid of its init on the host. On error nothing is
+// left behind: no cgroup, no libcontainer state, no process.
+func (r *Runtime) Run(id string, spec *specs.Spec, stdio Stdio) (pid int, retErr error) {
+	if spec.Root == nil || !filepath.IsAbs(spec.Root.Path) {
+		return 0, errors.New("oci: spec.root.path must be absolute")
+	}
+	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
+		CgroupName:   id,
+		NoNewKeyring: true,
+		Spec:         spec,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("converting OCI spec of %s: %w", id, err)
+	}
+	if err := os.MkdirAll(r.Root, 0o700); err != nil {
+		return 0, err
+	}
+	c, err := libcontainer.Create(r.Root, id, cfg)
+	if err != nil {
+		return 0, fmt.Errorf("creating container %s: %w", id, err)
+	}
+	defer func() {
+		if retErr != nil {
+			c.Destroy()
+		}
+	}()
+	p := processFromSpec(spec.Process)
+	p.Init = true
+	p.Stdin, p.Stdout, p.Stderr = orNull(stdio.Stdin), orNull(stdio.Stdout), orNull(stdio.Stderr)
+	if err := c.Run(p); err != nil {
+		// A failed start can leave a runc:[1:CHILD] zombie to reap.
+		p.Wait()
+		return 0, fmt.Errorf("starting container %s: %w", id, err)
+	}
+	st, err := c.State()
+	if err != nil {
+		return 0, fmt.Errorf("state of container %s: %w", id, err)
+	}
+	return st.InitProcessPid, nil
+}
+
+var devNull *os.File
+
+func orNull(f *os.File) *os.File {
+	if f != nil {
+		return f
+	}
+	if devNull == nil {
+		devNull, _ = os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	}
+	return devNull
+}
+
+func processFromSpec(sp *specs.Process) *libcontainer.Process {
+	p := &libcontainer.Process{
+		Args: sp.Args,
+		Env:  sp.Env,
+		Cwd:  sp.Cwd,
+		UID:  int(sp.User.UID),
+		GID:  int(sp.User.GID),
+	}
+	for _, g := range sp.User.AdditionalGids {
+		p.AdditionalGroups = append(p.AdditionalGroups, int(g))
+	}
+	return p
+}
+
+// Signal sends sig to the container's init. A container that does not exist
+// or is not running is not an error.
+func (r *Runtime) Signal(id string, sig os.Signal) error {
+	c, err := libcontainer.Load(r.Root, id)
+	if errors.Is(err, libcontainer.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("loading container %s: %w", id, err)
+	}
+	if err := c.Signal(sig); err != nil && !errors.Is(err, libcontainer.ErrNotRunning) {
+		return fmt.Errorf("signalling container %s: %w", id, err)
+	}
+	return nil
+}
+
+// Status returns libcontainer's view of the container ("stopped" when it
+// does not exist).
+func (r *Runtime) Status(id string) (string, error) {
+	c, err := libcontainer.Load(r.Root, id)
+	if errors.Is(err, libcontainer.ErrNotExist) {
+		return libcontainer.Stopped.String(), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	s, err := c.Status()
+	if err != nil {
+		return "", err
+	}
+	return s.String(), nil
+}
+
+// Stop sends SIGTERM, waits up to grace for the init to exit, then SIGKILLs
+// (which, without a private PID namespace, kills every process in the
+// container's cgroup). It returns once the container is stopped.
+func (r *Runtime) Stop(id string, grace time.Duration) error {
+	c, err := libcontainer.Load(r.Root, id)
+	if errors.Is(err, libcontainer.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("loading container %s: %w", id, err)
+	}
+	if running(c) {
+		if err := c.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, libcontainer.ErrNotRunning) {
+			return fmt.Errorf("stopping container %s: %w", id, err)
+		}
+		waitStopped(c, grace)
+	}
+	if running(c) {
+		if err := c.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, libcontainer.ErrNotRunning) {
+			return fmt.Errorf("killing container %s: %w", id, err)
+		}
+		if !waitStopped(c, 10*time.Second) {
+			return fmt.Errorf("container %s did not die after SIGKILL", id)
+		}
+	}
+	return nil
+}
+
+func running(c *libcontainer.Container) bool {
+	s, err := c.Status()
+	return err == nil && s != libcontainer.Stopped
+}
+
+func waitStopped(c *libcontainer.Container, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for delay := 500 * time.Microsecond; ; delay = min(2*delay, 20*time.Millisecond) {
+		if !running(c) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(delay)
+	}
+}
+
+// Delete kills whatever is left of the container and removes its cgroup and
+// libcontainer state. It is idempotent.
+func (r *Runtime) Delete(id string) error {
+	c, err := libcontainer.Load(r.Root, id)
+	if errors.Is(err, libcontainer.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		// A state dir whose state.json never got written (crash mid-create).
+		if strings.Contains(err.Error(), "state.json") {
+			return os.RemoveAll(filepath.Join(r.Root, id))
+		}
+		return fmt.Errorf("loading container %s: %w", id, err)
+	}
+	if running(c) {
+		c.Signal(syscall.SIGKILL)
+		waitStopped(c, 10*time.Second)
+	}
+	if err := c.Destroy(); err != nil {
+		return fmt.Errorf("destroying container %s: %w", id, err)
+	}
+	return nil
+}
+
+// List returns the ids of containers with state under Root.
+func (r *Runtime) List() ([]string, error) {
+	entries, err := os.ReadDir(r.Root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
+}

@@ -1,0 +1,77 @@
+package sandbox
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/opencontainers/cgroups"
+	"github.com/opencontainers/cgroups/manager"
+)
+
+// podCgroupManager is the manager of the pod-level cgroup. Device rules live
+// on the per-container cgroups below it, so the pod level skips them.
+func podCgroupManager(path string) (cgroups.Manager, error) {
+	return manager.New(&cgroups.Cgroup{
+		Path:      path,
+		Resources: &cgroups.Resources{SkipDevices: true},
+	})
+}
+
+func createPodCgroup(path string) error {
+	m, err := podCgroupManager(path)
+	if err != nil {
+		return fmt.Errorf("pod cgroup %s: %w", path, err)
+	}
+	if err := m.Apply(-1); err != nil { // -1: create, put no process in it
+		return fmt.Errorf("creating pod cgroup %s: %w", path, err)
+	}
+	return nil
+}
+
+// destroyPodCgroup removes the pod cgroup in every hierarchy, and its parent
+// (cgroupParent) when no other pod uses it. Missing cgroups are not errors.
+func destroyPodCgroup(path, parent string) error {
+	m, err := podCgroupManager(path)
+	if err != nil {
+		return fmt.Errorf("pod cgroup %s: %w", path, err)
+	}
+	if err := m.Destroy(); err != nil {
+		return fmt.Errorf("removing pod cgroup %s: %w", path, err)
+	}
+	// The manager knows only the hierarchies it uses; sweep every mounted
+	// one (hybrid hosts have named and unified hierarchies beside v1).
+	var errs []error
+	for _, mnt := range cgroupMounts() {
+		for _, p := range []string{path, parent} {
+			err := os.Remove(filepath.Join(mnt, p))
+			if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, os.ErrInvalid) && p == path {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cgroupMounts lists the mount points of cgroup and cgroup2 filesystems.
+func cgroupMounts() []string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		for i, fld := range fields {
+			if fld == "-" && i+1 < len(fields) && (fields[i+1] == "cgroup" || fields[i+1] == "cgroup2") {
+				out = append(out, fields[4])
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,212 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/podlab/podlab/internal/config"
+	"github.com/podlab/podlab/internal/trace"
+)
+
+// loopbackConflist brings up lo, as a network of its own the way
+// containerd's WithLoNetwork does.
+const loopbackConflist = `{"cniVersion": "1.1.0", "name": "cni-loopback", "plugins": [{"type": "loopback"}]}`
+
+// network is one CNI network attached to the pod, and the interface it uses.
+type network struct {
+	list   *libcni.NetworkConfigList
+	ifName string
+}
+
+// loadNetworks returns the pod's networks in attach order.
+func loadNetworks(c config.CNI) ([]network, error) {
+	var nets []network
+	if c.Loopback {
+		lo, err := libcni.ConfListFromBytes([]byte(loopbackConflist))
+		if err != nil {
+			return nil, err
+		}
+		nets = append(nets, network{lo, "lo"})
+	}
+	var main *libcni.NetworkConfigList
+	var err error
+	if c.ConfDir != "" {
+		main, err = firstConflist(c.ConfDir)
+	} else {
+		main, err = libcni.ConfListFromBytes([]byte(c.Conflist))
+		if err != nil {
+			err = fmt.Errorf("cni.conflist: %w", err)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return append(nets, network{main, "eth0"}), nil
+}
+
+// firstConflist loads the lexically first network config in dir, as the
+// kubelet's CNI plugin and containerd do.
+func firstConflist(dir string) (*libcni.NetworkConfigList, error) {
+	files, err := libcni.ConfFiles(dir, []string{".conflist", ".conf", ".json"})
+	if err != nil {
+		return nil, fmt.Errorf("cni.confDir %s: %w", dir, err)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("cni.confDir %s: no network configuration found", dir)
+	}
+	f := files[0]
+	if strings.HasSuffix(f, ".conflist") {
+		l, err := libcni.ConfListFromFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("cni.confDir: %s: %w", f, err)
+		}
+		return l, nil
+	}
+	one, err := libcni.ConfFromFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("cni.confDir: %s: %w", f, err)
+	}
+	return libcni.ConfListFromConf(one)
+}
+
+// timedExec runs CNI plugins with a per-invocation timeout and records a
+// span for each, so the stage table shows each plugin's cost.
+type timedExec struct {
+	raw     invoke.RawExec
+	stderr  bytes.Buffer
+	rec     *trace.Recorder
+	parent  string
+	timeout time.Duration
+}
+
+func (e *timedExec) ExecPlugin(ctx context.Context, pluginPath string, stdin []byte, environ []string) ([]byte, error) {
+	cmd := "?"
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "CNI_COMMAND="); ok {
+			cmd = v
+		}
+	}
+	name := "cni " + filepath.Base(pluginPath) + " " + cmd
+	end := e.rec.StartChild(e.parent, name)
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	e.raw.Stderr = &e.stderr
+	out, err := e.raw.ExecPlugin(ctx, pluginPath, stdin, environ)
+	if ctx.Err() == context.DeadlineExceeded {
+		err = fmt.Errorf("CNI plugin %s %s timed out after %s", filepath.Base(pluginPath), cmd, e.timeout)
+	}
+	end(err)
+	return out, err
+}
+
+func (e *timedExec) FindInPath(plugin string, paths []string) (string, error) {
+	return invoke.FindInPath(plugin, paths)
+}
+
+func (e *timedExec) Decode(b []byte) (version.PluginInfo, error) {
+	var d version.PluginDecoder
+	return d.Decode(b)
+}
+
+// cniClient attaches and detaches a pod's networks.
+type cniClient struct {
+	cfg      config.CNI
+	cacheDir string
+}
+
+func (c *cniClient) libcni(rec *trace.Recorder, parent string) *libcni.CNIConfig {
+	return libcni.NewCNIConfigWithCacheDir(c.cfg.BinDirs, c.cacheDir, &timedExec{rec: rec, parent: parent, timeout: c.cfg.PluginTimeout()})
+}
+
+func runtimeConf(podID, netnsPath, ifName, name, namespace, uid string) *libcni.RuntimeConf {
+	return &libcni.RuntimeConf{
+		ContainerID: podID,
+		NetNS:       netnsPath,
+		IfName:      ifName,
+		Args: [][2]string{
+			{"IgnoreUnknown", "1"},
+			{"K8S_POD_NAMESPACE", namespace},
+			{"K8S_POD_NAME", name},
+			{"K8S_POD_INFRA_CONTAINER_ID", podID},
+			{"K8S_POD_UID", uid},
+		},
+	}
+}
+
+// addResult is what the pod record keeps of a CNI ADD.
+type addResult struct {
+	IPs     []string
+	Gateway string
+}
+
+func (c *cniClient) add(ctx context.Context, rec *trace.Recorder, parent string, net network, rt *libcni.RuntimeConf, res *addResult) error {
+	rt.IfName = net.ifName
+	cni := c.libcni(rec, parent)
+	r, err := cni.AddNetworkList(ctx, net.list, rt)
+	if err != nil {
+		return fmt.Errorf("CNI ADD of network %q: %w", net.list.Name, err)
+	}
+	if net.ifName == "lo" {
+		return nil
+	}
+	r100, err := types100.NewResultFromResult(r)
+	if err != nil {
+		return fmt.Errorf("CNI result of network %q: %w", net.list.Name, err)
+	}
+	for _, ip := range r100.IPs {
+		res.IPs = append(res.IPs, ip.Address.IP.String())
+		if res.Gateway == "" && ip.Gateway != nil && ip.Address.IP.To4() != nil {
+			res.Gateway = ip.Gateway.String()
+		}
+	}
+	if len(res.IPs) == 0 {
+		return fmt.Errorf("CNI network %q gave the pod no IP address", net.list.Name)
+	}
+	return nil
+}
+
+// del detaches net. libcni passes the cached ADD result as prevResult; the
+// reference plugins succeed when the netns is already gone.
+func (c *cniClient) del(ctx context.Context, rec *trace.Recorder, parent string, net network, rt *libcni.RuntimeConf) error {
+	rt.IfName = net.ifName
+	cni := c.libcni(rec, parent)
+	// libcni stops at the first failing DEL; a plugin that is not installed
+	// cannot have done anything, so it must not keep the others from undoing.
+	list := *net.list
+	list.Plugins = nil
+	for _, p := range net.list.Plugins {
+		if _, err := invoke.FindInPath(p.Network.Type, c.cfg.BinDirs); err == nil {
+			list.Plugins = append(list.Plugins, p)
+		}
+	}
+	if len(list.Plugins) == 0 {
+		return nil
+	}
+	if err := cni.DelNetworkList(ctx, &list, rt); err != nil {
+		return fmt.Errorf("CNI DEL of network %q: %w", net.list.Name, err)
+	}
+	return nil
+}
+
+// firstIPv4 picks the pod's primary IPv4 address.
+func firstIPv4(ips []string) string {
+	for _, s := range ips {
+		if ip := net.ParseIP(s); ip != nil && ip.To4() != nil {
+			return s
+		}
+	}
+	if len(ips) > 0 {
+		return ips[0]
+	}
+	return ""
+}

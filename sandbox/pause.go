@@ -1,0 +1,173 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/opencontainers/runc/libcontainer/specconv"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// PauseBinaryName is the pause program's file name next to podlab.
+const PauseBinaryName = "podlab-pause"
+
+// findPause returns the pause binary: the configured path, else
+// podlab-pause next to the running binary, else on $PATH.
+func findPause(configured string) (string, error) {
+	if configured != "" {
+		if _, err := os.Stat(configured); err != nil {
+			return "", fmt.Errorf("pauseBinary: %w", err)
+		}
+		return configured, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), PauseBinaryName)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath(PauseBinaryName)
+	if err != nil {
+		return "", fmt.Errorf("pause binary %s not found next to podlab or on $PATH (set pauseBinary in the config): %w", PauseBinaryName, err)
+	}
+	return p, nil
+}
+
+// pauseRootfs returns a root filesystem holding only the pause binary (and
+// the mount points the runtime needs), shared read-only by all pods. It is
+// keyed by the binary's size and mtime so a rebuilt pause gets a fresh one,
+// and created by rename so concurrent pods never see a half-made one.
+func pauseRootfs(stateDir, binary string) (string, error) {
+	st, err := os.Stat(binary)
+	if err != nil {
+		return "", fmt.Errorf("pause binary: %w", err)
+	}
+	dir := filepath.Join(stateDir, "pause", fmt.Sprintf("%d-%d", st.Size(), st.ModTime().UnixNano()))
+	if _, err := os.Stat(filepath.Join(dir, "pause")); err == nil {
+		return dir, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".rootfs-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	for _, d := range []string{"proc", "dev"} {
+		if err := os.Mkdir(filepath.Join(tmp, d), 0o755); err != nil {
+			return "", err
+		}
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", err
+	}
+	if err := copyFile(binary, filepath.Join(tmp, "pause"), 0o755); err != nil {
+		return "", fmt.Errorf("copying pause binary: %w", err)
+	}
+	if err := os.Rename(tmp, dir); err != nil && !errors.Is(err, os.ErrExist) && !isNotEmpty(err) {
+		return "", err
+	}
+	return dir, nil
+}
+
+func isNotEmpty(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "directory not empty")
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// pauseNamespaces says which namespaces the pause holds for the pod.
+type pauseNamespaces struct {
+	NetNSPath string // "" = host network
+	HostPID   bool
+	HostIPC   bool
+}
+
+// pauseSpec is the OCI spec of a pod's pause container: runc's default
+// hardening (capabilities, masked and read-only /proc paths, no_new_privs)
+// on a read-only rootfs with only /proc and /dev mounted.
+func pauseSpec(rootfs, hostname, cgroupPath string, ns pauseNamespaces) *specs.Spec {
+	s := specconv.Example()
+	s.Root = &specs.Root{Path: rootfs, Readonly: true}
+	s.Hostname = hostname
+	s.Process.Terminal = false
+	s.Process.Args = []string{"/pause"}
+	s.Process.Cwd = "/"
+	s.Process.Env = []string{"PATH=/"}
+	s.Process.NoNewPrivileges = true
+	var mounts []specs.Mount
+	for _, m := range s.Mounts {
+		if m.Destination == "/proc" || m.Destination == "/dev" {
+			mounts = append(mounts, m)
+		}
+	}
+	s.Mounts = mounts
+	s.Linux.CgroupsPath = cgroupPath
+	s.Linux.Namespaces = []specs.LinuxNamespace{{Type: specs.MountNamespace}}
+	if ns.NetNSPath != "" {
+		// A pod with its own network also gets its own UTS namespace (hostname);
+		// hostNetwork pods keep the host's, as the kubelet does.
+		s.Linux.Namespaces = append(s.Linux.Namespaces,
+			specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: ns.NetNSPath},
+			specs.LinuxNamespace{Type: specs.UTSNamespace})
+	} else {
+		s.Hostname = ""
+	}
+	if !ns.HostPID {
+		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.PIDNamespace})
+	}
+	if !ns.HostIPC {
+		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.IPCNamespace})
+	}
+	return s
+}
+
+// procStartTime is field 22 of /proc/<pid>/stat: with the pid, it names a
+// process uniquely across pid reuse.
+func procStartTime(pid int) (uint64, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// comm may hold spaces and parens: fields start after the last ')'.
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 20 {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// processAlive reports whether pid is still the process that started at start.
+func processAlive(pid int, start uint64) bool {
+	if pid <= 0 {
+		return false
+	}
+	t, err := procStartTime(pid)
+	return err == nil && t == start
+}

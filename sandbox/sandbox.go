@@ -1,0 +1,294 @@
+// Package sandbox builds and tears down a pod sandbox, stage by stage:
+// state record → network namespace → CNI → pod cgroup → pause. Every stage
+// registers its undo before it runs, so a failure at any stage leaves
+// nothing behind, and every stage is timed.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/podlab/podlab/internal/cleanup"
+	"github.com/podlab/podlab/internal/config"
+	"github.com/podlab/podlab/internal/manifest"
+	"github.com/podlab/podlab/internal/oci"
+	"github.com/podlab/podlab/internal/state"
+	"github.com/podlab/podlab/internal/trace"
+	"github.com/podlab/podlab/netns"
+)
+
+// Manager creates and removes pod sandboxes.
+type Manager struct {
+	Config *config.Config
+	Store  *state.Store
+	OCI    *oci.Runtime
+	cni    *cniClient
+	nets   []network
+}
+
+// New opens the state store and loads the CNI configuration.
+func New(cfg *config.Config) (*Manager, error) {
+	store, err := state.Open(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	nets, err := loadNetworks(cfg.CNI)
+	if err != nil {
+		return nil, err
+	}
+	return &Manager{
+		Config: cfg,
+		Store:  store,
+		OCI:    &oci.Runtime{Root: filepath.Join(cfg.StateDir, "runc")},
+		cni:    &cniClient{cfg: cfg.CNI, cacheDir: filepath.Join(cfg.StateDir, "cni")},
+		nets:   nets,
+	}, nil
+}
+
+// NetNSName is the file name of a pod's network namespace under netnsDir.
+// "_" cannot occur in a DNS-1123 name, so namespace and name stay apart.
+func NetNSName(namespace, name string) string { return namespace + "_" + name }
+
+// CgroupPath is the pod's cgroup, relative to each hierarchy's root.
+func (m *Manager) CgroupPath(podID string) string {
+	return filepath.Join(m.Config.CgroupParent, podID)
+}
+
+// Run creates the sandbox of mf's pod. The caller holds the pod's lock
+// (Store.LockPod). On error everything done so far is undone, including the
+// state record, and the error says which stage failed.
+func (m *Manager) Run(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder) (pod *state.Pod, retErr error) {
+	spec := mf.Pod.Spec
+	p := &state.Pod{
+		ID:          state.NewID(),
+		Name:        mf.Pod.Name,
+		Namespace:   mf.Pod.Namespace,
+		UID:         string(mf.Pod.UID),
+		State:       state.PodCreating,
+		Created:     time.Now().UTC(),
+		HostNetwork: spec.HostNetwork,
+		HostPID:     spec.HostPID,
+		HostIPC:     spec.HostIPC,
+		ShareProcNS: spec.ShareProcessNamespace != nil && *spec.ShareProcessNamespace,
+		Hostname:    podHostname(mf.Pod),
+	}
+	p.CgroupPath = m.CgroupPath(p.ID)
+	if !spec.HostNetwork {
+		p.NetNS = filepath.Join(m.Config.NetNSDir, NetNSName(p.Namespace, p.Name))
+		for _, n := range m.nets {
+			p.CNINetworks = append(p.CNINetworks, n.list.Name)
+		}
+	}
+
+	var undo cleanup.List
+	defer func() {
+		if retErr != nil {
+			end := rec.Start("rollback")
+			if err := undo.Run(); err != nil {
+				retErr = fmt.Errorf("%w (and rolling back failed: %v)", retErr, err)
+			}
+			end(nil)
+		}
+	}()
+
+	// The record, naming every resource the next stages will create, is
+	// written before any of them exists, so gc can find them after a crash.
+	end := rec.Start("state")
+	err := m.Store.Create(p)
+	end(err)
+	if err != nil {
+		return nil, err
+	}
+	undo.Add("removing pod state", func() error { return m.Store.Delete(p.ID) })
+
+	if !spec.HostNetwork {
+		undo.Add("removing netns", func() error { return netns.Remove(p.NetNS) })
+		end = rec.Start("netns")
+		_, err = netns.New(m.Config.NetNSDir, filepath.Base(p.NetNS))
+		end(err)
+		if err != nil {
+			return nil, fmt.Errorf("netns stage: %w", err)
+		}
+
+		end = rec.Start("cni")
+		err = m.attachNetworks(ctx, p, &undo, rec)
+		end(err)
+		if err != nil {
+			return nil, fmt.Errorf("cni stage: %w", err)
+		}
+		if err := m.Store.Save(p); err != nil {
+			return nil, err
+		}
+	}
+
+	undo.Add("removing pod cgroup", func() error { return m.destroyCgroup(p.CgroupPath) })
+	end = rec.Start("cgroup")
+	err = m.createCgroup(p.CgroupPath)
+	end(err)
+	if err != nil {
+		return nil, fmt.Errorf("cgroup stage: %w", err)
+	}
+
+	undo.Add("removing pause container", func() error { return m.OCI.Delete(p.ID) })
+	end = rec.Start("pause")
+	err = m.startPause(p)
+	end(err)
+	if err != nil {
+		return nil, fmt.Errorf("pause stage: %w", err)
+	}
+
+	p.State = state.PodReady
+	p.Spans = rec.Spans()
+	if err := m.Store.Save(p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (m *Manager) attachNetworks(ctx context.Context, p *state.Pod, undo *cleanup.List, rec *trace.Recorder) error {
+	var res addResult
+	for _, n := range m.nets {
+		n := n
+		rt := runtimeConf(p.ID, p.NetNS, n.ifName, p.Name, p.Namespace, p.UID)
+		// DEL is registered before ADD: a half-done ADD (a lease taken, a
+		// veth made) is undone by DEL, which every plugin must tolerate.
+		undo.Add("CNI DEL "+n.list.Name, func() error { return m.cni.del(context.Background(), rec, "rollback", n, rt) })
+		if err := m.cni.add(ctx, rec, "cni", n, rt, &res); err != nil {
+			return err
+		}
+	}
+	p.IPs, p.Gateway = res.IPs, res.Gateway
+	return nil
+}
+
+func (m *Manager) startPause(p *state.Pod) error {
+	bin, err := findPause(m.Config.PauseBinary)
+	if err != nil {
+		return err
+	}
+	rootfs, err := pauseRootfs(m.Config.StateDir, bin)
+	if err != nil {
+		return err
+	}
+	spec := pauseSpec(rootfs, p.Hostname, filepath.Join(p.CgroupPath, "pause"), pauseNamespaces{
+		NetNSPath: p.NetNS, HostPID: p.HostPID, HostIPC: p.HostIPC,
+	})
+	pid, err := m.OCI.Run(p.ID, spec, oci.Stdio{})
+	if err != nil {
+		return err
+	}
+	p.PausePID = pid
+	p.PauseStart, _ = procStartTime(pid)
+	return nil
+}
+
+// cgroupLock serializes creating pod cgroups with removing their shared
+// parent, which would otherwise race (mkdir parent, rmdir parent, mkdir child).
+func (m *Manager) cgroupLock() (func(), error) {
+	f, err := os.OpenFile(filepath.Join(m.Store.Dir(), "cgroup.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { f.Close() }, nil
+}
+
+func (m *Manager) createCgroup(path string) error {
+	unlock, err := m.cgroupLock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return createPodCgroup(path)
+}
+
+func (m *Manager) destroyCgroup(path string) error {
+	unlock, err := m.cgroupLock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return destroyPodCgroup(path, m.Config.CgroupParent)
+}
+
+func podHostname(pod *corev1.Pod) string {
+	if pod.Spec.Hostname != "" {
+		return pod.Spec.Hostname
+	}
+	return pod.Name
+}
+
+// PauseAlive reports whether the pod's pause process is still running.
+func PauseAlive(p *state.Pod) bool { return processAlive(p.PausePID, p.PauseStart) }
+
+// Stop stops the pause (SIGTERM, then SIGKILL after grace) and detaches the
+// pod from the network: CNI DEL (from the cached result; it works when the
+// netns is already gone) and netns removal. Idempotent. The caller holds the
+// pod's lock and has stopped the pod's containers.
+func (m *Manager) Stop(ctx context.Context, p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
+	var errs []error
+	end := rec.Start("stop pause")
+	err := m.OCI.Stop(p.ID, grace)
+	end(err)
+	errs = append(errs, err)
+
+	if p.NetNS != "" {
+		nets := m.nets
+		end = rec.Start("cni teardown")
+		for i := len(nets) - 1; i >= 0; i-- {
+			rt := runtimeConf(p.ID, p.NetNS, nets[i].ifName, p.Name, p.Namespace, p.UID)
+			errs = append(errs, m.cni.del(ctx, rec, "cni teardown", nets[i], rt))
+		}
+		end(nil)
+		end = rec.Start("netns remove")
+		err = netns.Remove(p.NetNS)
+		end(err)
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if p.State != state.PodStopped {
+		p.State = state.PodStopped
+		return m.Store.Save(p)
+	}
+	return nil
+}
+
+// Remove stops the sandbox if needed, then deletes the pause container, the
+// pod cgroup and the state record. Idempotent; on error the record stays so
+// that a later rm or gc can finish.
+func (m *Manager) Remove(ctx context.Context, p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
+	if err := m.Stop(ctx, p, grace, rec); err != nil {
+		return fmt.Errorf("stopping pod %s: %w", p.Key(), err)
+	}
+	end := rec.Start("delete pause")
+	err := m.OCI.Delete(p.ID)
+	end(err)
+	if err != nil {
+		return err
+	}
+	end = rec.Start("cgroup remove")
+	err = m.destroyCgroup(p.CgroupPath)
+	end(err)
+	if err != nil {
+		return err
+	}
+	end = rec.Start("state remove")
+	err = m.Store.Delete(p.ID)
+	end(err)
+	return err
+}
+
+// IsMountedNetNS reports whether path is a mounted network namespace file.
+func IsMountedNetNS(path string) bool { return netns.IsNSFS(path) }

@@ -1,0 +1,421 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/podlab/podlab/internal/config"
+	"github.com/podlab/podlab/internal/manifest"
+	"github.com/podlab/podlab/internal/state"
+	"github.com/podlab/podlab/internal/testutil"
+	"github.com/podlab/podlab/internal/trace"
+)
+
+// newTestManager returns a manager on the real netns dir and CNI plugins
+// (so the leak checker sees what it would leave) with a private state dir.
+func newTestManager(t *testing.T, edit func(*config.Config)) *Manager {
+	t.Helper()
+	cfg := config.Default()
+	cfg.StateDir = filepath.Join(t.TempDir(), "state")
+	cfg.PauseBinary = pauseBinary
+	cfg.StopGracePeriodSeconds = 2
+	if edit != nil {
+		edit(cfg)
+	}
+	for _, d := range cfg.CNI.BinDirs {
+		if _, err := os.Stat(filepath.Join(d, "bridge")); err != nil && edit == nil {
+			t.Fatalf("CNI plugins missing in %s: run scripts/setup.sh", d)
+		}
+	}
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func podManifest(t *testing.T, yaml string) *manifest.Manifest {
+	t.Helper()
+	mf, err := manifest.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mf
+}
+
+func simplePod(name string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+spec:
+  containers:
+  - name: app
+    image: busybox
+`, name)
+}
+
+// runPod creates a sandbox and registers its removal.
+func runPod(t *testing.T, m *Manager, yaml string) *state.Pod {
+	t.Helper()
+	p, err := m.Run(context.Background(), podManifest(t, yaml), trace.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Remove(context.Background(), p, time.Second, trace.New()); err != nil {
+			t.Errorf("removing pod %s: %v", p.Key(), err)
+		}
+	})
+	return p
+}
+
+func setup(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Cleanup(func() { testutil.LeakCheck(t) })
+}
+
+func TestPodNetwork(t *testing.T) {
+	setup(t)
+	m := newTestManager(t, nil)
+	p := runPod(t, m, simplePod("net-check"))
+
+	if p.NetNS != "/var/run/netns/default_net-check" || !IsMountedNetNS(p.NetNS) {
+		t.Fatalf("netns %q not mounted", p.NetNS)
+	}
+	if len(p.IPs) == 0 || p.Gateway == "" {
+		t.Fatalf("pod record has no IP/gateway: %+v", p)
+	}
+	err := ns.WithNetNSPath(p.NetNS, func(ns.NetNS) error {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		if lo.Attrs().Flags&net.FlagUp == 0 {
+			t.Error("lo is down")
+		}
+		eth0, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		addrs, err := netlink.AddrList(eth0, netlink.FAMILY_V4)
+		if err != nil {
+			return err
+		}
+		if len(addrs) != 1 || addrs[0].IP.String() != p.IPs[0] {
+			t.Errorf("eth0 addresses = %v, want %s", addrs, p.IPs[0])
+		}
+		routes, err := netlink.RouteList(eth0, netlink.FAMILY_V4)
+		if err != nil {
+			return err
+		}
+		var gw string
+		for _, r := range routes {
+			if r.Dst == nil || r.Dst.String() == "0.0.0.0/0" {
+				gw = r.Gw.String()
+			}
+		}
+		if gw != p.Gateway {
+			t.Errorf("default route via %q, want the bridge gateway %s (routes %v)", gw, p.Gateway, routes)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTwoPodsTalkTCP(t *testing.T) {
+	setup(t)
+	m := newTestManager(t, nil)
+	a := runPod(t, m, simplePod("tcp-server"))
+	b := runPod(t, m, simplePod("tcp-client"))
+	if a.IPs[0] == b.IPs[0] {
+		t.Fatalf("two pods share IP %s", a.IPs[0])
+	}
+
+	var ln net.Listener
+	err := ns.WithNetNSPath(a.NetNS, func(ns.NetNS) (err error) {
+		ln, err = net.Listen("tcp4", net.JoinHostPort(a.IPs[0], "7777"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan string, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		defer c.Close()
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		got <- strings.TrimSpace(line) + " from " + c.RemoteAddr().(*net.TCPAddr).IP.String()
+	}()
+	err = ns.WithNetNSPath(b.NetNS, func(ns.NetNS) error {
+		c, err := net.DialTimeout("tcp4", net.JoinHostPort(a.IPs[0], "7777"), 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Write([]byte("hello\n"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-got:
+		if want := "hello from " + b.IPs[0]; s != want {
+			t.Fatalf("server got %q, want %q", s, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no connection")
+	}
+}
+
+// procStatus returns the value of key in /proc/<pid>/status.
+func procStatus(t *testing.T, pid int, key string) string {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// children returns the pids whose parent is pid, with their states.
+func children(pid int) map[int]string {
+	out := map[int]string{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+		if len(f) > 2 && f[1] == strconv.Itoa(pid) {
+			out[c] = f[0]
+		}
+	}
+	return out
+}
+
+func TestPauseIsPID1AndReapsOrphans(t *testing.T) {
+	setup(t)
+	m := newTestManager(t, nil)
+	p := runPod(t, m, `apiVersion: v1
+kind: Pod
+metadata:
+  name: pause-check
+spec:
+  hostname: pausehost
+  containers:
+  - name: app
+    image: busybox
+`)
+	nspid := strings.Fields(procStatus(t, p.PausePID, "NSpid"))
+	if len(nspid) != 2 || nspid[1] != "1" {
+		t.Fatalf("pause NSpid = %v, want [<host pid> 1]", nspid)
+	}
+	out, err := exec.Command("nsenter", "-t", strconv.Itoa(p.PausePID), "-u", "hostname").Output()
+	if err != nil || strings.TrimSpace(string(out)) != "pausehost" {
+		t.Fatalf("pod hostname = %q, %v", out, err)
+	}
+	// Its cgroup is under the pod cgroup.
+	cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.PausePID))
+	if !strings.Contains(string(cg), p.CgroupPath+"/pause") {
+		t.Fatalf("pause cgroups:\n%s\nwant %s/pause", cg, p.CgroupPath)
+	}
+
+	// A shell in the pod's PID namespace starts a sleep and exits at once:
+	// the sleep is orphaned, reparented to PID 1 (pause), and must be reaped
+	// by pause when it exits.
+	sh := exec.Command("nsenter", "-t", strconv.Itoa(p.PausePID), "-p", "--", "/bin/sh", "-c", "sleep 0.5 & exit 0")
+	if out, err := sh.CombinedOutput(); err != nil {
+		t.Fatalf("nsenter: %v\n%s", err, out)
+	}
+	kids := children(p.PausePID)
+	if len(kids) != 1 {
+		t.Fatalf("pause children right after the orphaning = %v, want the orphaned sleep", kids)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(children(p.PausePID)) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("pause did not reap its orphan: children %v", children(p.PausePID))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestHostNamespaces(t *testing.T) {
+	setup(t)
+	m := newTestManager(t, nil)
+	p := runPod(t, m, `apiVersion: v1
+kind: Pod
+metadata:
+  name: host-ns
+spec:
+  hostNetwork: true
+  hostPID: true
+  hostIPC: true
+  containers:
+  - name: app
+    image: busybox
+`)
+	if p.NetNS != "" || len(p.IPs) != 0 {
+		t.Fatalf("hostNetwork pod got a netns/IP: %+v", p)
+	}
+	for _, ns := range []string{"net", "pid", "ipc", "uts"} {
+		self, _ := os.Readlink("/proc/self/ns/" + ns)
+		pause, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", p.PausePID, ns))
+		if self != pause {
+			t.Errorf("%s namespace: pause %s, host %s", ns, pause, self)
+		}
+	}
+}
+
+func TestRemoveAfterPauseKilled(t *testing.T) {
+	setup(t)
+	m := newTestManager(t, nil)
+	p, err := m.Run(context.Background(), podManifest(t, simplePod("killed")), trace.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Kill(p.PausePID, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for PauseAlive(p) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := m.Remove(context.Background(), p, time.Second, trace.New()); err != nil {
+		t.Fatal(err)
+	}
+	// Idempotent: a second removal finds nothing to do.
+	if err := m.Remove(context.Background(), p, time.Second, trace.New()); err != nil {
+		t.Fatalf("second Remove: %v", err)
+	}
+	if _, err := m.Store.Get(p.ID); !errors.Is(err, state.ErrNotFound) {
+		t.Fatalf("state after Remove: %v", err)
+	}
+}
+
+// CNI DEL must work when the netns is already gone.
+func TestRemoveAfterNetNSGone(t *testing.T) {
+	setup(t)
+	m := newTestManager(t, nil)
+	p, err := m.Run(context.Background(), podManifest(t, simplePod("netns-gone")), trace.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Kill(p.PausePID, unix.SIGKILL)
+	unix.Unmount(p.NetNS, unix.MNT_DETACH)
+	os.Remove(p.NetNS)
+	if err := m.Remove(context.Background(), p, time.Second, trace.New()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeFailingPlugin writes a CNI plugin that fails ADD with a CNI error and
+// accepts DEL, like a real plugin refusing a configuration.
+func writeFailingPlugin(t *testing.T, dir string) {
+	t.Helper()
+	script := `#!/bin/sh
+cat >/dev/null
+if [ "$CNI_COMMAND" = ADD ]; then
+  echo '{"cniVersion":"1.1.0","code":999,"msg":"podlab test plugin refuses ADD"}'
+  exit 1
+fi
+if [ "$CNI_COMMAND" = VERSION ]; then
+  echo '{"cniVersion":"1.1.0","supportedVersions":["1.0.0","1.1.0"]}'
+fi
+exit 0
+`
+	if err := os.WriteFile(filepath.Join(dir, "podlab-fail"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFailedRunLeavesNothing(t *testing.T) {
+	setup(t)
+	failDir := t.TempDir()
+	writeFailingPlugin(t, failDir)
+	// bridge + host-local succeed (a veth, a lease, iptables rules), then
+	// the next plugin fails: rollback must undo the bridge's work.
+	chainWithFailure := strings.Replace(config.Default().CNI.Conflist, `
+      }
+    ]`, `
+      },
+      {"type": "podlab-fail"}
+    ]`, 1)
+	if !strings.Contains(chainWithFailure, "podlab-fail") {
+		t.Fatal("could not build the failing conflist")
+	}
+	cases := []struct {
+		name    string
+		edit    func(*config.Config)
+		wantErr string
+	}{
+		{"failing plugin", func(c *config.Config) {
+			c.CNI.BinDirs = append(c.CNI.BinDirs, failDir)
+			c.CNI.Conflist = chainWithFailure
+		}, "podlab test plugin refuses ADD"},
+		{"bin dir missing the plugin", func(c *config.Config) {
+			c.CNI.BinDirs = []string{t.TempDir()}
+		}, `failed to find plugin "loopback"`},
+		{"missing pause binary", func(c *config.Config) {
+			c.PauseBinary = "/nonexistent/podlab-pause"
+		}, "pauseBinary"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newTestManager(t, tc.edit)
+			_, err := m.Run(context.Background(), podManifest(t, simplePod("fails")), trace.New())
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("Run error = %v, want it to mention %q", err, tc.wantErr)
+			}
+			if strings.Contains(err.Error(), "rolling back failed") {
+				t.Fatalf("rollback failed: %v", err)
+			}
+			if pods, orphans, _ := m.Store.List(); len(pods)+len(orphans) != 0 {
+				t.Fatalf("state left: %v %v", pods, orphans)
+			}
+			testutil.LeakCheck(t)
+		})
+	}
+}
+
+func TestSameNameTwice(t *testing.T) {
+	setup(t)
+	m := newTestManager(t, nil)
+	runPod(t, m, simplePod("twice"))
+	_, err := m.Run(context.Background(), podManifest(t, simplePod("twice")), trace.New())
+	if !errors.Is(err, state.ErrExists) {
+		t.Fatalf("second Run = %v, want ErrExists", err)
+	}
+}

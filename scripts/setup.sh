@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# setup.sh: install what podlab needs on a fresh Debian/Ubuntu host, then
+# build the CNI reference plugins from the containernetworking/plugins
+# version pinned in go.mod into podlab's own CNI bin dir (never /opt/cni/bin).
+# Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CNI_BIN_DIR=${CNI_BIN_DIR:-/opt/podlab/cni/bin}
+PLUGINS=(loopback bridge host-local portmap)
+APT_PACKAGES=(iptables busybox-static iproute2 gcc make)
+
+say() { echo "setup: $*"; }
+
+if [ "$(id -u)" != 0 ]; then
+  echo "setup.sh must run as root (sudo)" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v go >/dev/null; then
+  for d in /usr/local/go/bin /usr/lib/go/bin; do [ -x "$d/go" ] && PATH=$d:$PATH; done
+fi
+command -v go >/dev/null || { echo "setup: Go is required (https://go.dev/doc/install)" >&2; exit 1; }
+
+version=$(go list -m -f '{{.Version}}' github.com/containernetworking/plugins)
+stamp="$CNI_BIN_DIR/.podlab-plugins-$version"
+if [ -f "$stamp" ] && for p in "${PLUGINS[@]}"; do [ -x "$CNI_BIN_DIR/$p" ] || exit 1; done; then
+  say "CNI plugins $version already in $CNI_BIN_DIR"
+else
+  say "building CNI plugins $version (${PLUGINS[*]}) into $CNI_BIN_DIR"
+  mkdir -p "$CNI_BIN_DIR"
+  pkgs=()
+  for p in "${PLUGINS[@]}"; do
+    case $p in
+      loopback|bridge) pkgs+=("github.com/containernetworking/plugins/plugins/main/$p@$version");;
+      host-local) pkgs+=("github.com/containernetworking/plugins/plugins/ipam/$p@$version");;
+      portmap) pkgs+=("github.com/containernetworking/plugins/plugins/meta/$p@$version");;
+    esac
+  done
+  GOBIN="$CNI_BIN_DIR" CGO_ENABLED=0 go install -trimpath -ldflags="-s -w" "${pkgs[@]}"
+  rm -f "$CNI_BIN_DIR"/.podlab-plugins-*
+  touch "$stamp"
+fi
+# Any real VM needs forwarding for pod egress; the bridge plugin turns it on
+# too when isGateway is set.
+say "done"
