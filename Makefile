@@ -21,6 +21,7 @@ install: build
 	install -m 0755 $(BIN)/podlab $(BIN)/podlab-pause $(PREFIX)/bin/
 
 demo: setup build
+	./scripts/setup.sh
 	./scripts/demo.sh
 
 # Unit tests need no root; root tests run when root (and fail when CI=true

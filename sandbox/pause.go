@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/opencontainers/runc/libcontainer/specconv"
@@ -142,32 +141,4 @@ func pauseSpec(rootfs, hostname, cgroupPath string, ns pauseNamespaces) *specs.S
 		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.IPCNamespace})
 	}
 	return s
-}
-
-// procStartTime is field 22 of /proc/<pid>/stat: with the pid, it names a
-// process uniquely across pid reuse.
-func procStartTime(pid int) (uint64, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	// comm may hold spaces and parens: fields start after the last ')'.
-	i := strings.LastIndexByte(string(data), ')')
-	if i < 0 {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 20 {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
-}
-
-// processAlive reports whether pid is still the process that started at start.
-func processAlive(pid int, start uint64) bool {
-	if pid <= 0 {
-		return false
-	}
-	t, err := procStartTime(pid)
-	return err == nil && t == start
 }

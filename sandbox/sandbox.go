@@ -19,6 +19,7 @@ import (
 	"github.com/podlab/podlab/internal/config"
 	"github.com/podlab/podlab/internal/manifest"
 	"github.com/podlab/podlab/internal/oci"
+	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/netns"
@@ -78,6 +79,8 @@ func (m *Manager) Run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 		HostIPC:     spec.HostIPC,
 		ShareProcNS: spec.ShareProcessNamespace != nil && *spec.ShareProcessNamespace,
 		Hostname:    podHostname(mf.Pod),
+
+		TerminationGracePeriod: spec.TerminationGracePeriodSeconds,
 	}
 	p.CgroupPath = m.CgroupPath(p.ID)
 	if !spec.HostNetwork {
@@ -185,7 +188,7 @@ func (m *Manager) startPause(p *state.Pod) error {
 		return err
 	}
 	p.PausePID = pid
-	p.PauseStart, _ = procStartTime(pid)
+	p.PauseStart, _ = proc.StartTime(pid)
 	return nil
 }
 
@@ -229,7 +232,7 @@ func podHostname(pod *corev1.Pod) string {
 }
 
 // PauseAlive reports whether the pod's pause process is still running.
-func PauseAlive(p *state.Pod) bool { return processAlive(p.PausePID, p.PauseStart) }
+func PauseAlive(p *state.Pod) bool { return proc.Alive(p.PausePID, p.PauseStart) }
 
 // Stop stops the pause (SIGTERM, then SIGKILL after grace) and detaches the
 // pod from the network: CNI DEL (from the cached result; it works when the

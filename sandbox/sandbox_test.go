@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -254,9 +255,9 @@ spec:
 	}
 
 	// A shell in the pod's PID namespace starts a sleep and exits at once:
-	// the sleep is orphaned, reparented to PID 1 (pause), and must be reaped
+	// (its stdio must not be the pipe CombinedOutput waits on) the sleep is orphaned, reparented to PID 1 (pause), and must be reaped
 	// by pause when it exits.
-	sh := exec.Command("nsenter", "-t", strconv.Itoa(p.PausePID), "-p", "--", "/bin/sh", "-c", "sleep 0.5 & exit 0")
+	sh := exec.Command("nsenter", "-t", strconv.Itoa(p.PausePID), "-p", "--", "/bin/sh", "-c", "sleep 0.5 </dev/null >/dev/null 2>&1 & exit 0")
 	if out, err := sh.CombinedOutput(); err != nil {
 		t.Fatalf("nsenter: %v\n%s", err, out)
 	}
@@ -310,7 +311,11 @@ func TestRemoveAfterPauseKilled(t *testing.T) {
 	if err := unix.Kill(p.PausePID, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	deadline := time.Now().Add(5 * time.Second)
 	for PauseAlive(p) {
+		if time.Now().After(deadline) {
+			t.Fatal("pause still alive 5s after SIGKILL")
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	if err := m.Remove(context.Background(), p, time.Second, trace.New()); err != nil {
@@ -367,15 +372,13 @@ func TestFailedRunLeavesNothing(t *testing.T) {
 	writeFailingPlugin(t, failDir)
 	// bridge + host-local succeed (a veth, a lease, iptables rules), then
 	// the next plugin fails: rollback must undo the bridge's work.
-	chainWithFailure := strings.Replace(config.Default().CNI.Conflist, `
-      }
-    ]`, `
-      },
-      {"type": "podlab-fail"}
-    ]`, 1)
-	if !strings.Contains(chainWithFailure, "podlab-fail") {
-		t.Fatal("could not build the failing conflist")
+	var conflist map[string]any
+	if err := json.Unmarshal([]byte(config.Default().CNI.Conflist), &conflist); err != nil {
+		t.Fatal(err)
 	}
+	conflist["plugins"] = append(conflist["plugins"].([]any), map[string]any{"type": "podlab-fail"})
+	chain, _ := json.Marshal(conflist)
+	chainWithFailure := string(chain)
 	cases := []struct {
 		name    string
 		edit    func(*config.Config)

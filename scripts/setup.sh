@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 CNI_BIN_DIR=${CNI_BIN_DIR:-/opt/podlab/cni/bin}
 PLUGINS=(loopback bridge host-local portmap)
-APT_PACKAGES=(iptables busybox-static iproute2 gcc make)
+APT_PACKAGES=(iptables busybox-static iproute2 gcc make libc6-dev ca-certificates util-linux)
 
 say() { echo "setup: $*"; }
 
@@ -52,6 +52,17 @@ else
   rm -f "$CNI_BIN_DIR"/.podlab-plugins-*
   touch "$stamp"
 fi
-# Any real VM needs forwarding for pod egress; the bridge plugin turns it on
-# too when isGateway is set.
+# The default busybox image, built from the host's static busybox, once
+# podlab is built (make demo/test run setup, build, then this again).
+if [ -x bin/podlab ]; then
+  if bin/podlab image ls 2>/dev/null | grep -q '^busybox:latest'; then
+    say "image busybox:latest already imported"
+  else
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    ./scripts/busybox-rootfs.sh "$tmp/rootfs"
+    bin/podlab image import busybox:latest "$tmp/rootfs" >/dev/null
+    say "imported image busybox:latest from $(command -v busybox)"
+  fi
+fi
 say "done"

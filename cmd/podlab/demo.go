@@ -32,17 +32,20 @@ func newDemoCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("embedded demo pod: %w", err)
 			}
-			m, err := g.manager()
+			rt, err := g.runtime()
 			if err != nil {
 				return err
 			}
-			lock, err := m.Store.LockPod(mf.Pod.Namespace, mf.Pod.Name)
+			lock, err := rt.Sandbox.Store.LockPod(mf.Pod.Namespace, mf.Pod.Name)
 			if err != nil {
 				return err
 			}
 			defer lock.Unlock()
-			fmt.Printf("podlab demo: creating pod %s/%s (netns → CNI → cgroup → pause)\n\n", mf.Pod.Namespace, mf.Pod.Name)
-			p, err := m.Run(context.Background(), mf, rec)
+			fmt.Printf("podlab demo: creating pod %s/%s (netns → CNI → cgroup → pause → containers)\n\n", mf.Pod.Namespace, mf.Pod.Name)
+			p, events, err := rt.RunPod(context.Background(), mf, rec)
+			for _, e := range events {
+				fmt.Printf("Warning: %s: %s\n", e.Object, e.Message)
+			}
 			if err != nil {
 				trace.WriteTable(os.Stdout, rec.Spans())
 				return err
@@ -55,7 +58,7 @@ func newDemoCmd(g *globalFlags) *cobra.Command {
 				return nil
 			}
 			teardown := trace.New()
-			if err := m.Remove(context.Background(), p, 2*time.Second, teardown); err != nil {
+			if err := rt.RemovePod(context.Background(), p, 2*time.Second, teardown); err != nil {
 				return err
 			}
 			lock.UnlockAndRemove()

@@ -26,10 +26,11 @@ left alone, and gc touches only what podlab's records name.`,
 		Example: "  sudo podlab gc --dry-run\n  sudo podlab gc",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := g.manager()
+			rt, err := g.runtime()
 			if err != nil {
 				return err
 			}
+			m := rt.Sandbox
 			pods, orphans, err := m.Store.List()
 			if err != nil {
 				return err
@@ -53,11 +54,11 @@ left alone, and gc touches only what podlab's records name.`,
 					continue
 				}
 				reason := "pause process is gone"
-				if cur.State == state.PodCreating {
+				if cur.State == state.PodCreating || cur.State == state.PodFailed {
 					reason = "creation never finished"
 				}
 				if !dryRun {
-					if err := m.Remove(cmd.Context(), cur, 0, trace.New()); err != nil {
+					if err := rt.RemovePod(cmd.Context(), cur, 0, trace.New()); err != nil {
 						lock.Unlock()
 						fmt.Fprintf(os.Stderr, "gc: pod %s: %v\n", cur.Key(), err)
 						continue

@@ -15,6 +15,7 @@ import (
 	"github.com/podlab/podlab/internal/manifest"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
+	"github.com/podlab/podlab/runtime"
 	"github.com/podlab/podlab/sandbox"
 )
 
@@ -162,14 +163,14 @@ func age(t time.Time) string {
 
 // podCommand runs fn on each named pod under its lock. A pod that does not
 // exist is an error unless ignoreMissing.
-func podCommand(g *globalFlags, names []string, ignoreMissing bool, fn func(*sandbox.Manager, *state.Pod, *state.Lock) error) error {
-	m, err := g.manager()
+func podCommand(g *globalFlags, names []string, ignoreMissing bool, fn func(*runtime.Runtime, *state.Pod, *state.Lock) error) error {
+	rt, err := g.runtime()
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, name := range names {
-		p, err := m.Store.Find(g.namespace, name)
+		p, err := rt.Sandbox.Store.Find(g.namespace, name)
 		if errors.Is(err, state.ErrNotFound) && ignoreMissing {
 			continue
 		}
@@ -177,13 +178,13 @@ func podCommand(g *globalFlags, names []string, ignoreMissing bool, fn func(*san
 			errs = append(errs, err)
 			continue
 		}
-		lock, err := m.Store.LockPod(p.Namespace, p.Name)
+		lock, err := rt.Sandbox.Store.LockPod(p.Namespace, p.Name)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		// Re-read under the lock: another command may have changed it.
-		if p, err = m.Store.Get(p.ID); err != nil {
+		if p, err = rt.Sandbox.Store.Get(p.ID); err != nil {
 			lock.Unlock()
 			if errors.Is(err, state.ErrNotFound) && ignoreMissing {
 				continue
@@ -191,77 +192,12 @@ func podCommand(g *globalFlags, names []string, ignoreMissing bool, fn func(*san
 			errs = append(errs, err)
 			continue
 		}
-		if err := fn(m, p, lock); err != nil {
+		if err := fn(rt, p, lock); err != nil {
 			errs = append(errs, fmt.Errorf("pod %s: %w", p.Key(), err))
 		}
 		lock.Unlock()
 	}
 	return errors.Join(errs...)
-}
-
-func grace(m *sandbox.Manager, override int) time.Duration {
-	if override >= 0 {
-		return time.Duration(override) * time.Second
-	}
-	return time.Duration(m.Config.StopGracePeriodSeconds) * time.Second
-}
-
-func newStoppCmd(g *globalFlags) *cobra.Command {
-	var timeout int
-	cmd := &cobra.Command{
-		Use:     "stopp POD...",
-		Short:   "Stop pod sandboxes: pause SIGTERM then SIGKILL, CNI DEL, netns removal",
-		Example: "  sudo podlab stopp web\n  sudo podlab stopp -n team-a api --timeout 0",
-		Args:    cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return podCommand(g, args, false, func(m *sandbox.Manager, p *state.Pod, _ *state.Lock) error {
-				rec := trace.New()
-				err := m.Stop(cmd.Context(), p, grace(m, timeout), rec)
-				if err == nil {
-					fmt.Println(p.ID)
-				}
-				return err
-			})
-		},
-	}
-	cmd.Flags().IntVarP(&timeout, "timeout", "t", -1, "seconds to wait after SIGTERM before SIGKILL (default: config stopGracePeriodSeconds)")
-	return cmd
-}
-
-func newRmpCmd(g *globalFlags) *cobra.Command {
-	var timeout int
-	var force, showStages bool
-	cmd := &cobra.Command{
-		Use:   "rmp POD...",
-		Short: "Remove pod sandboxes and everything they hold",
-		Long: `rmp stops the pod if it runs, then removes the pause container, CNI
-attachments, network namespace, pod cgroup and state. It is idempotent; with
--f a missing pod is not an error and the grace period is 0.`,
-		Example: "  sudo podlab rmp web\n  sudo podlab rmp -f web db",
-		Args:    cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if force && timeout < 0 {
-				timeout = 0
-			}
-			return podCommand(g, args, force, func(m *sandbox.Manager, p *state.Pod, lock *state.Lock) error {
-				rec := trace.New()
-				err := m.Remove(cmd.Context(), p, grace(m, timeout), rec)
-				if showStages {
-					trace.WriteTable(os.Stderr, rec.Spans())
-				}
-				if err != nil {
-					return err
-				}
-				lock.UnlockAndRemove()
-				fmt.Println(p.ID)
-				return nil
-			})
-		},
-	}
-	cmd.Flags().IntVarP(&timeout, "timeout", "t", -1, "seconds to wait after SIGTERM before SIGKILL (default: config stopGracePeriodSeconds)")
-	cmd.Flags().BoolVarP(&force, "force", "f", false, "no grace period; a missing pod is not an error")
-	cmd.Flags().BoolVar(&showStages, "stages", false, "print the teardown stage table on stderr")
-	return cmd
 }
 
 func newTraceCmd(g *globalFlags) *cobra.Command {

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/podlab/podlab/runtime/env"
+	"github.com/podlab/podlab/runtime/inject"
 )
 
 //go:embed default.yaml
@@ -29,6 +32,11 @@ type Config struct {
 	PauseBinary            string `json:"pauseBinary"`
 	StopGracePeriodSeconds int    `json:"stopGracePeriodSeconds"`
 	CNI                    CNI    `json:"cni"`
+	// EnvPolicy decides env keys set by more than one source: kubelet,
+	// platform-wins or reject (see runtime/env).
+	EnvPolicy     string                `json:"envPolicy"`
+	Injection     inject.Config         `json:"injection"`
+	DevicePlugins []inject.DevicePlugin `json:"devicePlugins"`
 }
 
 // CNI configures the pod network.
@@ -94,6 +102,17 @@ func (c *Config) Validate() error {
 	}
 	if c.CNI.PluginTimeoutSeconds <= 0 {
 		return errors.New("cni.pluginTimeoutSeconds: must be positive")
+	}
+	switch c.EnvPolicy {
+	case env.PolicyKubelet, env.PolicyPlatformWins, env.PolicyReject:
+	default:
+		return fmt.Errorf("envPolicy: must be %s, %s or %s, got %q", env.PolicyKubelet, env.PolicyPlatformWins, env.PolicyReject, c.EnvPolicy)
+	}
+	if err := c.Injection.Validate(); err != nil {
+		return err
+	}
+	if err := inject.ValidateDevicePlugins(c.DevicePlugins); err != nil {
+		return err
 	}
 	return nil
 }

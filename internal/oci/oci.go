@@ -47,12 +47,43 @@ type Stdio struct {
 	Stdout, Stderr *os.File
 }
 
+// Process is a started container init, waitable by the process that
+// started it (its parent).
+type Process struct {
+	Pid  int
+	proc *libcontainer.Process
+}
+
+// Wait waits for the init to exit and returns its exit code (128+signal
+// for a signal, as shells and kubelet report it).
+func (p *Process) Wait() (int, error) {
+	ps, err := p.proc.Wait()
+	if ps == nil {
+		return -1, err
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal()), nil
+	}
+	return ps.ExitCode(), nil
+}
+
 // Run creates and starts a container from spec (whose Root.Path must be
 // absolute) and returns the pid of its init on the host. On error nothing is
 // left behind: no cgroup, no libcontainer state, no process.
 func (r *Runtime) Run(id string, spec *specs.Spec, stdio Stdio) (pid int, retErr error) {
+	p, err := r.Start(id, "", spec, stdio)
+	if err != nil {
+		return 0, err
+	}
+	return p.Pid, nil
+}
+
+// Start is Run returning the waitable init process. bundle, when set, is
+// the directory holding the spec as config.json: hooks receive it in the
+// OCI state (specconv would otherwise name the current directory).
+func (r *Runtime) Start(id, bundle string, spec *specs.Spec, stdio Stdio) (_ *Process, retErr error) {
 	if spec.Root == nil || !filepath.IsAbs(spec.Root.Path) {
-		return 0, errors.New("oci: spec.root.path must be absolute")
+		return nil, errors.New("oci: spec.root.path must be absolute")
 	}
 	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
 		CgroupName:   id,
@@ -60,14 +91,21 @@ func (r *Runtime) Run(id string, spec *specs.Spec, stdio Stdio) (pid int, retErr
 		Spec:         spec,
 	})
 	if err != nil {
-		return 0, fmt.Errorf("converting OCI spec of %s: %w", id, err)
+		return nil, fmt.Errorf("converting OCI spec of %s: %w", id, err)
+	}
+	if bundle != "" {
+		for i, l := range cfg.Labels {
+			if strings.HasPrefix(l, "bundle=") {
+				cfg.Labels[i] = "bundle=" + bundle
+			}
+		}
 	}
 	if err := os.MkdirAll(r.Root, 0o700); err != nil {
-		return 0, err
+		return nil, err
 	}
 	c, err := libcontainer.Create(r.Root, id, cfg)
 	if err != nil {
-		return 0, fmt.Errorf("creating container %s: %w", id, err)
+		return nil, fmt.Errorf("creating container %s: %w", id, err)
 	}
 	defer func() {
 		if retErr != nil {
@@ -80,13 +118,13 @@ func (r *Runtime) Run(id string, spec *specs.Spec, stdio Stdio) (pid int, retErr
 	if err := c.Run(p); err != nil {
 		// A failed start can leave a runc:[1:CHILD] zombie to reap.
 		p.Wait()
-		return 0, fmt.Errorf("starting container %s: %w", id, err)
+		return nil, fmt.Errorf("starting container %s: %w", id, err)
 	}
 	st, err := c.State()
 	if err != nil {
-		return 0, fmt.Errorf("state of container %s: %w", id, err)
+		return nil, fmt.Errorf("state of container %s: %w", id, err)
 	}
-	return st.InitProcessPid, nil
+	return &Process{Pid: st.InitProcessPid, proc: p}, nil
 }
 
 var devNull *os.File
@@ -146,6 +184,25 @@ func (r *Runtime) Status(id string) (string, error) {
 		return "", err
 	}
 	return s.String(), nil
+}
+
+// Exec runs an extra process in a running container (like runc exec) as
+// described by sp (args, env, cwd, user) and returns its exit code.
+func (r *Runtime) Exec(id string, sp *specs.Process, stdio Stdio) (int, error) {
+	c, err := libcontainer.Load(r.Root, id)
+	if err != nil {
+		return -1, fmt.Errorf("loading container %s: %w", id, err)
+	}
+	p := processFromSpec(sp)
+	if p.Cwd == "" {
+		p.Cwd = "/"
+	}
+	p.Stdin, p.Stdout, p.Stderr = orNull(stdio.Stdin), orNull(stdio.Stdout), orNull(stdio.Stderr)
+	if err := c.Run(p); err != nil {
+		p.Wait()
+		return -1, fmt.Errorf("exec in container %s: %w", id, err)
+	}
+	return (&Process{proc: p}).Wait()
 }
 
 // Stop sends SIGTERM, waits up to grace for the init to exit, then SIGKILLs

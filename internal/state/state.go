@@ -48,6 +48,8 @@ type Pod struct {
 	CNINetworks  []string `json:"cniNetworks,omitempty"`
 	PausePID     int      `json:"pausePid,omitempty"`
 	PauseStart   uint64   `json:"pauseStartTime,omitempty"` // /proc/<pid>/stat starttime: guards against PID reuse
+	ShimPID      int      `json:"shimPid,omitempty"`
+	ShimStart    uint64   `json:"shimStartTime,omitempty"`
 	CgroupPath   string   `json:"cgroupPath,omitempty"`
 	Hostname     string   `json:"hostname,omitempty"`
 	HostNetwork  bool     `json:"hostNetwork,omitempty"`
@@ -56,6 +58,8 @@ type Pod struct {
 	ShareProcNS  bool     `json:"shareProcessNamespace,omitempty"`
 	Manifest     string   `json:"manifest,omitempty"` // the manifest as given, for inspect
 	ManifestPath string   `json:"manifestPath,omitempty"`
+	// TerminationGracePeriod is spec.terminationGracePeriodSeconds.
+	TerminationGracePeriod *int64 `json:"terminationGracePeriodSeconds,omitempty"`
 
 	Containers []Container  `json:"containers,omitempty"`
 	Events     []Event      `json:"events,omitempty"`

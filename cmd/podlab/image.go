@@ -1,0 +1,116 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/podlab/podlab/internal/config"
+	"github.com/podlab/podlab/rootfs"
+)
+
+func (g *globalFlags) images() (*rootfs.Store, error) {
+	cfg, err := config.Load(g.configPath)
+	if err != nil {
+		return nil, err
+	}
+	return rootfs.Open(cfg.ImageDir)
+}
+
+func newImageCmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "image",
+		Short: "Manage the local image store",
+		Example: `  sudo podlab image import busybox:latest /tmp/busybox-rootfs
+  sudo podlab image import alpine:3 alpine.tar      # docker save or OCI archive
+  sudo podlab image ls
+  sudo podlab image rm alpine:3`,
+	}
+	var output string
+	ls := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List images",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := g.images()
+			if err != nil {
+				return err
+			}
+			imgs, err := s.List()
+			if err != nil {
+				return err
+			}
+			if output != "table" {
+				return printObject(os.Stdout, output, imgs)
+			}
+			tw := newTable(os.Stdout)
+			fmt.Fprintln(tw, "IMAGE\tID\tLAYERS\tSIZE")
+			for _, im := range imgs {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%.1fMB\n", im.Name, shortDigest(im.ID), len(im.Layers), float64(im.Size)/1e6)
+			}
+			return tw.Flush()
+		},
+	}
+	ls.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
+	imp := &cobra.Command{
+		Use:   "import NAME[:TAG] PATH",
+		Short: "Import a rootfs directory, an OCI image layout, or a docker-save / OCI archive tar",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.images()
+			if err != nil {
+				return err
+			}
+			im, err := s.Import(args[0], args[1])
+			if err != nil {
+				return err
+			}
+			fmt.Printf("%s %s\n", im.Name, im.ID)
+			return nil
+		},
+	}
+	rm := &cobra.Command{
+		Use:   "rm NAME[:TAG]...",
+		Short: "Remove images (and the layers no other image uses)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.images()
+			if err != nil {
+				return err
+			}
+			for _, a := range args {
+				if err := s.Remove(a); err != nil {
+					return err
+				}
+				fmt.Println(a)
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(ls, imp, rm)
+	// `podlab images` like crictl.
+	return cmd
+}
+
+func newImagesCmd(g *globalFlags) *cobra.Command {
+	c := newImageCmd(g).Commands()[0]
+	for _, sub := range newImageCmd(g).Commands() {
+		if sub.Name() == "ls" {
+			c = sub
+		}
+	}
+	c.Use, c.Aliases = "images", nil
+	c.Example = "  sudo podlab images\n  sudo podlab images -o json"
+	return c
+}
+
+func shortDigest(d string) string {
+	d = strings.TrimPrefix(d, "sha256:")
+	if len(d) > 12 {
+		return d[:12]
+	}
+	return d
+}

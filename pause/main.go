@@ -1,0 +1,60 @@
+// Command pause holds a pod's namespaces: Kubernetes' build/pause/linux/pause.c
+// in Go. It sleeps, reaps zombies on SIGCHLD (as PID 1 of the pod's PID
+// namespace it inherits every orphan) and exits 0 on SIGINT/SIGTERM.
+package main
+
+import (
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// version is set at build time: -ldflags "-X main.version=...".
+var version = "HEAD"
+
+// What pause.c's psignal(3) prints before it exits.
+var (
+	msgINT  = "Shutting down, got signal: Interrupt\n"
+	msgTERM = "Shutting down, got signal: Terminated\n"
+)
+
+func main() {
+	// As pause.c: "-v" in any position and any case prints the version;
+	// every other argument is ignored.
+	for _, a := range os.Args[1:] {
+		if len(a) == 2 && a[0] == '-' && a[1]|0x20 == 'v' {
+			syscall.Write(1, []byte("pause.go version "+version+"\n"))
+			return
+		}
+	}
+	if syscall.Getpid() != 1 {
+		// Not an error: pause sees use outside of pod sandboxes.
+		syscall.Write(2, []byte("Warning: pause should be the first process\n"))
+	}
+	catch()
+	defaultOthers()
+	sleep()
+}
+
+// defaultOthers puts every signal pause.c leaves alone back to SIG_DFL,
+// replacing the Go runtime's handlers. That matters for PID 1: the kernel
+// drops a signal an init has no handler for (so a stray SIGHUP or SIGUSR1
+// from the host is ignored, as by pause.c) instead of the runtime exiting 2.
+// Signals the runtime itself relies on keep its handlers. A zeroed struct
+// sigaction is SIG_DFL on every architecture. It runs after catch, so a
+// caught SIGHUP disappearing from SigCgt in /proc/<pid>/status means ready.
+func defaultOthers() {
+	var dfl [8]uintptr
+	for sig := syscall.Signal(1); sig <= 64; sig++ {
+		switch sig {
+		case syscall.SIGINT, syscall.SIGTERM, syscall.SIGCHLD, // ours
+			syscall.SIGKILL, syscall.SIGSTOP, // fixed
+			// Faults become panics or crash reports, SIGURG preempts
+			// goroutines, 33 runs the runtime's per-thread syscalls.
+			syscall.SIGILL, syscall.SIGTRAP, syscall.SIGBUS, syscall.SIGFPE,
+			syscall.SIGSEGV, syscall.SIGSYS, syscall.SIGURG, 33:
+			continue
+		}
+		syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
+	}
+}

@@ -1,0 +1,324 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/podlab/podlab/internal/testutil"
+)
+
+const testVersion = "v0.0.0-test"
+
+// pauseBin is the pause binary under test, built once by TestMain the way
+// the Makefile builds it.
+var pauseBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "pause-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	pauseBin = filepath.Join(dir, "pause")
+	build := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -X main.version="+testVersion, "-o", pauseBin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building pause: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// run is a started pause (or a shell that execs it) with its stdio in files.
+type run struct {
+	cmd            *exec.Cmd
+	stdout, stderr string
+}
+
+func start(t *testing.T, attr *syscall.SysProcAttr, name string, args ...string) *run {
+	t.Helper()
+	dir := t.TempDir()
+	r := &run{cmd: exec.Command(name, args...), stdout: filepath.Join(dir, "stdout"), stderr: filepath.Join(dir, "stderr")}
+	for path, dst := range map[string]*io.Writer{r.stdout: &r.cmd.Stdout, r.stderr: &r.cmd.Stderr} {
+		f, err := os.Create(path) // files, not pipes: Wait must not wait for pause's children
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		*dst = f
+	}
+	if attr == nil {
+		attr = &syscall.SysProcAttr{}
+	}
+	attr.Pdeathsig = syscall.SIGKILL
+	r.cmd.SysProcAttr = attr
+	if err := r.cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if r.cmd.ProcessState == nil {
+			r.cmd.Process.Kill() // as a PID-namespace init, this kills the namespace too
+			r.cmd.Wait()
+		}
+	})
+	return r
+}
+
+func (r *run) pid() int { return r.cmd.Process.Pid }
+
+func (r *run) output(t *testing.T) (stdout, stderr string) {
+	t.Helper()
+	o, err := os.ReadFile(r.stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := os.ReadFile(r.stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(o), string(e)
+}
+
+// exitCode waits for the process and returns its exit code (-1 if killed by
+// a signal), failing after 10 s.
+func (r *run) exitCode(t *testing.T) int {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { r.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		r.cmd.Process.Kill()
+		<-done
+		t.Fatalf("pid %d did not exit", r.pid())
+	}
+	return r.cmd.ProcessState.ExitCode()
+}
+
+// status returns the fields of /proc/<pid>/status ("" map if it is gone).
+func status(pid int) map[string]string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	m := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			m[k] = strings.TrimSpace(v)
+		}
+	}
+	return m
+}
+
+// poll calls cond every 10 ms until it is true, failing after 10 s.
+func poll(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// waitReady waits until pid is the pause binary with its handlers in place:
+// pause sets SIGHUP back to SIG_DFL after installing them, so SigCgt (the
+// caught-signal mask) loses SIGHUP, which the Go runtime had caught.
+func waitReady(t *testing.T, pid int) {
+	t.Helper()
+	poll(t, "pause to install its signal handlers", func() bool {
+		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		caught, err := strconv.ParseUint(status(pid)["SigCgt"], 16, 64)
+		return exe == pauseBin && err == nil && caught&(1<<(syscall.SIGHUP-1)) == 0 &&
+			caught&(1<<(syscall.SIGTERM-1)) != 0 && caught&(1<<(syscall.SIGCHLD-1)) != 0
+	})
+}
+
+// children lists the pids whose parent is ppid.
+func children(t *testing.T, ppid int) []int {
+	t.Helper()
+	dirs, err := filepath.Glob("/proc/[0-9]*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, d := range dirs {
+		pid, _ := strconv.Atoi(filepath.Base(d))
+		if status(pid)["PPid"] == strconv.Itoa(ppid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// checkReaps proves that pause reaps child, a live child of it: with pause
+// stopped, killing child leaves a zombie that nobody else can reap; once
+// pause continues, the pending SIGCHLD makes it reap the zombie.
+func checkReaps(t *testing.T, pause, child int) {
+	t.Helper()
+	if st := status(child); st["PPid"] != strconv.Itoa(pause) || strings.HasPrefix(st["State"], "Z") {
+		t.Fatalf("pid %d is not a live child of pause %d: %v", child, pause, st)
+	}
+	if err := syscall.Kill(pause, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "pause to stop", func() bool { return strings.HasPrefix(status(pause)["State"], "T") })
+	if err := syscall.Kill(child, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the child to become a zombie of the stopped pause", func() bool {
+		st := status(child)
+		return strings.HasPrefix(st["State"], "Z") && st["PPid"] == strconv.Itoa(pause)
+	})
+	if err := syscall.Kill(pause, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "pause to reap the zombie", func() bool { return status(child)["Pid"] == "" })
+}
+
+const warning = "Warning: pause should be the first process\n"
+
+func TestVersion(t *testing.T) {
+	// As pause.c: "-v" anywhere on the command line, in either case.
+	for _, args := range [][]string{{"-v"}, {"-V"}, {"other", "-v"}} {
+		r := start(t, nil, pauseBin, args...)
+		if code := r.exitCode(t); code != 0 {
+			t.Errorf("pause %v: exit code %d, want 0", args, code)
+		}
+		out, errOut := r.output(t)
+		if want := "pause.go version " + testVersion + "\n"; out != want || errOut != "" {
+			t.Errorf("pause %v: stdout %q, stderr %q; want %q and nothing", args, out, errOut, want)
+		}
+	}
+}
+
+// pause.c has no usage message: arguments other than -v are ignored.
+func TestOtherArgumentsIgnored(t *testing.T) {
+	r := start(t, nil, pauseBin, "--bogus", "x")
+	waitReady(t, r.pid())
+	syscall.Kill(r.pid(), syscall.SIGTERM)
+	if code := r.exitCode(t); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+}
+
+func TestShutdownSignals(t *testing.T) {
+	for sig, name := range map[syscall.Signal]string{syscall.SIGTERM: "Terminated", syscall.SIGINT: "Interrupt"} {
+		t.Run(name, func(t *testing.T) {
+			r := start(t, nil, pauseBin)
+			waitReady(t, r.pid())
+			if err := syscall.Kill(r.pid(), sig); err != nil {
+				t.Fatal(err)
+			}
+			if code := r.exitCode(t); code != 0 {
+				t.Errorf("exit code %d after %v, want 0", code, sig)
+			}
+			out, errOut := r.output(t)
+			if want := warning + "Shutting down, got signal: " + name + "\n"; out != "" || errOut != want {
+				t.Errorf("stdout %q, stderr %q; want nothing and %q", out, errOut, want)
+			}
+		})
+	}
+}
+
+// As pause.c, other signals take their default action outside a PID
+// namespace (here: SIGHUP kills).
+func TestOtherSignalsDefault(t *testing.T) {
+	r := start(t, nil, pauseBin)
+	waitReady(t, r.pid())
+	syscall.Kill(r.pid(), syscall.SIGHUP)
+	r.exitCode(t)
+	if ws := r.cmd.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGHUP {
+		t.Errorf("after SIGHUP: %v, want killed by SIGHUP", r.cmd.ProcessState)
+	}
+}
+
+// Reaping without root: a shell starts a child and execs pause, which
+// inherits the child.
+func TestReapsChildren(t *testing.T) {
+	r := start(t, nil, "sh", "-c", `sleep 60 & exec "$0"`, pauseBin)
+	waitReady(t, r.pid())
+	kids := children(t, r.pid())
+	for _, k := range kids {
+		t.Cleanup(func() { syscall.Kill(k, syscall.SIGKILL) })
+	}
+	if len(kids) != 1 {
+		t.Fatalf("pause has children %v, want the one sleep", kids)
+	}
+	checkReaps(t, r.pid(), kids[0])
+	syscall.Kill(r.pid(), syscall.SIGTERM)
+	if code := r.exitCode(t); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+}
+
+// TestPID1 runs pause as PID 1 of a new PID namespace, as in a pod.
+func TestPID1(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Cleanup(func() { testutil.LeakCheck(t) }) // first, so it runs last
+	nsenter, err := exec.LookPath("nsenter")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("nsenter (util-linux) is needed: %v", err)
+		}
+		t.Skip("nsenter (util-linux) not found")
+	}
+
+	r := start(t, &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}, pauseBin)
+	pid := r.pid()
+	waitReady(t, pid)
+	if ns := strings.Fields(status(pid)["NSpid"]); len(ns) != 2 || ns[1] != "1" {
+		t.Fatalf("NSpid %q, want <host pid> 1", status(pid)["NSpid"])
+	}
+	pidns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// As pause.c, PID 1 has no handler for these, so the kernel drops them.
+	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGQUIT, syscall.SIGPIPE} {
+		if err := syscall.Kill(pid, sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	if st := status(pid)["State"]; strings.HasPrefix(st, "Z") {
+		t.Fatalf("pause died of stray signals: %v", r.cmd.Wait())
+	}
+
+	// An orphan in the namespace: nsenter forks a shell into it, the shell
+	// starts a sleep and exits, and the sleep is reparented to the
+	// namespace's init, pause.
+	if out, err := exec.Command(nsenter, "--target", strconv.Itoa(pid), "--pid", "--", "sh", "-c", "sleep 60 </dev/null >/dev/null 2>&1 & exit 0").CombinedOutput(); err != nil {
+		t.Fatalf("nsenter: %v\n%s", err, out)
+	}
+	var kids []int
+	poll(t, "the orphaned sleep to be reparented to pause", func() bool {
+		kids = children(t, pid)
+		return len(kids) == 1 && status(kids[0])["Name"] == "sleep"
+	})
+	checkReaps(t, pid, kids[0])
+
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := r.exitCode(t); code != 0 {
+		t.Errorf("exit code %d after SIGTERM, want 0", code)
+	}
+	if out, errOut := r.output(t); out != "" || errOut != "Shutting down, got signal: Terminated\n" {
+		t.Errorf("stdout %q, stderr %q; want only the shutdown message (no warning as PID 1)", out, errOut)
+	}
+	dirs, _ := filepath.Glob("/proc/[0-9]*/ns/pid")
+	for _, d := range dirs {
+		if ns, _ := os.Readlink(d); ns == pidns {
+			t.Errorf("process %s is left in pause's PID namespace", filepath.Dir(filepath.Dir(d)))
+		}
+	}
+}

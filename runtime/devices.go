@@ -1,0 +1,50 @@
+package runtime
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/moby/sys/capability"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// addDevice adds a host device node to the spec and allows it in the
+// devices cgroup, as containerd's WithDevices does.
+func addDevice(s *specs.Spec, d *runtimeapi.Device) error {
+	var st unix.Stat_t
+	if err := unix.Stat(d.HostPath, &st); err != nil {
+		return err
+	}
+	var typ string
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFCHR:
+		typ = "c"
+	case unix.S_IFBLK:
+		typ = "b"
+	default:
+		return fmt.Errorf("not a device node")
+	}
+	major, minor := int64(unix.Major(st.Rdev)), int64(unix.Minor(st.Rdev))
+	mode := os.FileMode(st.Mode & 0o777)
+	uid, gid := st.Uid, st.Gid
+	perms := d.Permissions
+	if perms == "" {
+		perms = "rwm"
+	}
+	s.Linux.Devices = append(s.Linux.Devices, specs.LinuxDevice{Path: d.ContainerPath, Type: typ, Major: major, Minor: minor, FileMode: &mode, UID: &uid, GID: &gid})
+	s.Linux.Resources.Devices = append(s.Linux.Resources.Devices, specs.LinuxDeviceCgroup{Allow: true, Type: typ, Major: &major, Minor: &minor, Access: perms})
+	return nil
+}
+
+// allCaps is every capability this kernel knows, for privileged containers.
+func allCaps() []string {
+	var out []string
+	for _, c := range capability.ListKnown() {
+		out = append(out, "CAP_"+strings.ToUpper(c.String()))
+	}
+	return out
+}

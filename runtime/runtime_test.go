@@ -1,0 +1,603 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/podlab/podlab/internal/config"
+	"github.com/podlab/podlab/internal/manifest"
+	"github.com/podlab/podlab/internal/oci"
+	"github.com/podlab/podlab/internal/state"
+	"github.com/podlab/podlab/internal/testutil"
+	"github.com/podlab/podlab/internal/trace"
+	"github.com/podlab/podlab/runtime/inject"
+)
+
+// newTestRuntime returns a runtime on the real netns dir and CNI plugins
+// with private state, log and image dirs; edit may change the config, which
+// is written to a file for the shim to read.
+func newTestRuntime(t *testing.T, edit func(*config.Config)) *Runtime {
+	t.Helper()
+	testutil.RequireRoot(t)
+	t.Cleanup(func() { testutil.LeakCheck(t) })
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.StateDir = filepath.Join(dir, "state")
+	cfg.LogDir = filepath.Join(dir, "logs")
+	cfg.ImageDir = imageDir
+	cfg.PauseBinary = pauseBinary
+	cfg.StopGracePeriodSeconds = 2
+	if edit != nil {
+		edit(cfg)
+	}
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfgPath, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err = config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := New(cfg, cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+// waitExec waits until pid runs argv0 (not runc's init any more).
+func waitExec(t *testing.T, pid int, argv0 string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(string(cmdline), argv0+"\x00") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d runs %q, not %s", pid, cmdline, argv0)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// waitLog waits until a container's log holds want.
+func waitLog(t *testing.T, p *state.Pod, name, want string) {
+	t.Helper()
+	c, err := ContainerByName(p, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var out bytes.Buffer
+		CopyLogs(c.LogPath, &out, &out, false, nil)
+		if strings.Contains(out.String(), want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never logged %q; log:\n%s", name, want, out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// runPod runs a manifest and registers the pod's removal.
+func runPod(t *testing.T, rt *Runtime, yml string) *state.Pod {
+	t.Helper()
+	mf, err := manifest.Parse([]byte(yml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := rt.RunPod(context.Background(), mf, trace.New())
+	if p != nil {
+		t.Cleanup(func() {
+			if err := rt.RemovePod(context.Background(), p, 0, trace.New()); err != nil {
+				t.Errorf("removing pod: %v", err)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// waitExit waits for a container to exit and returns its logs (stdout+stderr).
+func waitExit(t *testing.T, rt *Runtime, p *state.Pod, name string) (int, string) {
+	t.Helper()
+	c, err := ContainerByName(p, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		cc := *c
+		RefreshContainer(&cc)
+		if cc.State == ContainerExited {
+			var out bytes.Buffer
+			if err := CopyLogs(cc.LogPath, &out, &out, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			return *cc.ExitCode, out.String()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("container %s did not exit (state %s)", name, cc.State)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// execIn runs a command in a running container and returns its output and exit code.
+func execIn(t *testing.T, rt *Runtime, p *state.Pod, name string, args ...string) (string, int) {
+	t.Helper()
+	c, err := ContainerByName(p, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := ReadSpec(c.Bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := *spec.Process
+	sp.Args = args
+	out, err := os.CreateTemp(t.TempDir(), "exec-out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	code, err := rt.Sandbox.OCI.Exec(c.ID, &sp, oci.Stdio{Stdout: out, Stderr: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(out.Name())
+	return string(data), code
+}
+
+func TestSharedEmptyDir(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	p := runPod(t, rt, `apiVersion: v1
+kind: Pod
+metadata: {name: shared-vol}
+spec:
+  volumes: [{name: data, emptyDir: {}}]
+  containers:
+  - name: writer
+    image: busybox
+    command: ["sh", "-c", "echo hello-from-writer > /data/msg"]
+    volumeMounts: [{name: data, mountPath: /data}]
+  - name: reader
+    image: busybox
+    command: ["sh", "-c", "while [ ! -s /data/msg ]; do sleep 0.05; done; cat /data/msg"]
+    volumeMounts: [{name: data, mountPath: /data, readOnly: true}]
+`)
+	if code, out := waitExit(t, rt, p, "reader"); code != 0 || strings.TrimSpace(out) != "hello-from-writer" {
+		t.Fatalf("reader: exit %d, output %q", code, out)
+	}
+}
+
+func TestShareProcessNamespace(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	p := runPod(t, rt, `apiVersion: v1
+kind: Pod
+metadata: {name: share-pid}
+spec:
+  shareProcessNamespace: true
+  containers:
+  - name: sleeper
+    image: busybox
+    command: ["sleep", "300"]
+  - name: looker
+    image: busybox
+    command: ["sleep", "300"]
+`)
+	out, code := execIn(t, rt, p, "looker", "sh", "-c", "cat /proc/1/cmdline; echo; for d in /proc/[0-9]*; do cat $d/cmdline 2>/dev/null | tr '\\0' ' '; echo; done")
+	if code != 0 {
+		t.Fatalf("exec: %d %s", code, out)
+	}
+	if first := strings.SplitN(out, "\n", 2)[0]; strings.TrimRight(first, "\x00") != "/pause" {
+		t.Errorf("PID 1 is %q, want /pause", first)
+	}
+	if !strings.Contains(out, "sleep 300") {
+		t.Errorf("looker does not see the sleeper's process:\n%s", out)
+	}
+	// Without sharing, a container sees only itself.
+	p2 := runPod(t, rt, `apiVersion: v1
+kind: Pod
+metadata: {name: own-pid}
+spec:
+  containers:
+  - name: a
+    image: busybox
+    command: ["sleep", "300"]
+`)
+	out, _ = execIn(t, rt, p2, "a", "cat", "/proc/1/cmdline")
+	if !strings.HasPrefix(out, "sleep") {
+		t.Errorf("PID 1 of an unshared container is %q, want its own sleep", out)
+	}
+}
+
+func TestInitContainersRunInOrder(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	p := runPod(t, rt, `apiVersion: v1
+kind: Pod
+metadata: {name: init-order}
+spec:
+  volumes: [{name: work, emptyDir: {}}]
+  initContainers:
+  - name: first
+    image: busybox
+    command: ["sh", "-c", "sleep 0.2; echo first >> /work/order"]
+    volumeMounts: [{name: work, mountPath: /work}]
+  - name: second
+    image: busybox
+    command: ["sh", "-c", "echo second >> /work/order"]
+    volumeMounts: [{name: work, mountPath: /work}]
+  containers:
+  - name: app
+    image: busybox
+    command: ["sh", "-c", "echo app >> /work/order; cat /work/order"]
+    volumeMounts: [{name: work, mountPath: /work}]
+`)
+	if code, out := waitExit(t, rt, p, "app"); code != 0 || out != "first\nsecond\napp\n" {
+		t.Fatalf("app: exit %d, order %q", code, out)
+	}
+	for _, c := range p.Containers[:2] {
+		if !c.Init || c.ExitCode == nil || *c.ExitCode != 0 {
+			t.Errorf("init container record %+v", c)
+		}
+	}
+}
+
+func TestFailingInitContainerFailsPod(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	mf, err := manifest.Parse([]byte(`apiVersion: v1
+kind: Pod
+metadata: {name: init-fails}
+spec:
+  initContainers:
+  - name: broken
+    image: busybox
+    command: ["sh", "-c", "echo giving up; exit 3"]
+  containers:
+  - name: app
+    image: busybox
+    command: ["sleep", "300"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := rt.RunPod(context.Background(), mf, trace.New())
+	if p == nil {
+		t.Fatalf("failed pod was not kept: %v", err)
+	}
+	t.Cleanup(func() { rt.RemovePod(context.Background(), p, 0, trace.New()) })
+	if err == nil || !strings.Contains(err.Error(), `init container "broken" exited with code 3`) {
+		t.Fatalf("RunPod error = %v", err)
+	}
+	if p.State != state.PodFailed {
+		t.Errorf("pod state %s, want Failed", p.State)
+	}
+	if app, _ := ContainerByName(p, "app"); app.PID != 0 || app.State != ContainerCreated {
+		t.Errorf("app container started after a failed init: %+v", app)
+	}
+	if code, out := waitExit(t, rt, p, "broken"); code != 3 || out != "giving up\n" {
+		t.Errorf("broken: exit %d, logs %q", code, out)
+	}
+}
+
+func TestDownwardAPIAndSecretVolumes(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	p := runPod(t, rt, `apiVersion: v1
+kind: Pod
+metadata:
+  name: dapi
+  labels: {app: shop, tier: web}
+spec:
+  volumes:
+  - name: info
+    downwardAPI:
+      items: [{path: labels, fieldRef: {fieldPath: metadata.labels}}]
+  - name: creds
+    secret: {secretName: db}
+  containers:
+  - name: app
+    image: busybox
+    command: ["sleep", "300"]
+    volumeMounts:
+    - {name: info, mountPath: /etc/podinfo}
+    - {name: creds, mountPath: /etc/creds, readOnly: true}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: db}
+stringData: {password: s3cr3t}
+`)
+	out, _ := execIn(t, rt, p, "app", "cat", "/etc/podinfo/labels")
+	if out != "app=\"shop\"\ntier=\"web\"" && out != "app=\"shop\"\ntier=\"web\"\n" {
+		t.Errorf("downwardAPI labels = %q", out)
+	}
+	out, _ = execIn(t, rt, p, "app", "cat", "/etc/creds/password")
+	if out != "s3cr3t" {
+		t.Errorf("secret = %q", out)
+	}
+	if out, code := execIn(t, rt, p, "app", "sh", "-c", "echo x > /etc/creds/password"); code == 0 {
+		t.Errorf("wrote to a read-only secret volume: %s", out)
+	}
+}
+
+// environOf reads the live process's environment once the container's own
+// command runs: libcontainer returns just before runc's init execs it.
+func environOf(t *testing.T, pid int, argv0 string) map[string]string {
+	t.Helper()
+	waitExec(t, pid, argv0)
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, kv := range strings.Split(strings.TrimRight(string(data), "\x00"), "\x00") {
+		k, v, _ := strings.Cut(kv, "=")
+		out[k] = v
+	}
+	return out
+}
+
+func TestEnvSourcesAndPolicies(t *testing.T) {
+	const pod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: env-%s
+  namespace: team-a
+  labels: {app: shop}
+spec:
+  containers:
+  - name: app
+    image: busybox
+    command: ["sleep", "300"]
+    resources:
+      limits: {example.com/gpu: 1, memory: 64Mi}
+    envFrom:
+    - configMapRef: {name: cfg}
+      prefix: CFG_
+    env:
+    - {name: NVIDIA_VISIBLE_DEVICES, value: all}
+    - {name: GREETING, value: hello}
+    - {name: ECHO, value: "$(GREETING)-world"}
+    - name: POD_NAME
+      valueFrom: {fieldRef: {fieldPath: metadata.name}}
+    - name: POD_NS
+      valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+    - name: APP_LABEL
+      valueFrom: {fieldRef: {fieldPath: "metadata.labels['app']"}}
+    - name: MEM_MB
+      valueFrom: {resourceFieldRef: {resource: limits.memory, divisor: 1Mi}}
+    - name: MODE
+      valueFrom: {configMapKeyRef: {name: cfg, key: mode}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cfg, namespace: team-a}
+data: {mode: fast, level: "3"}
+`
+	common := map[string]string{
+		"GREETING": "hello", "ECHO": "hello-world", "POD_NAME": "", "POD_NS": "team-a", "APP_LABEL": "shop",
+		"MEM_MB": "64", "MODE": "fast", "CFG_mode": "fast", "CFG_level": "3",
+		"SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt", "PLATFORM_ZONE": "zone-1",
+	}
+	cases := []struct {
+		policy  string
+		gpu     string // NVIDIA_VISIBLE_DEVICES in the process
+		wantErr string
+	}{
+		{"kubelet", "all", ""},
+		{"platform-wins", "0", ""},
+		{"reject", "", `env NVIDIA_VISIBLE_DEVICES is set by both device-plugin (example.com/gpu) and container`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.policy, func(t *testing.T) {
+			rt := newTestRuntime(t, func(c *config.Config) {
+				c.EnvPolicy = tc.policy
+				c.Injection.Rules = append(c.Injection.Rules, inject.Rule{Name: "zone", Env: []inject.EnvVar{{Name: "PLATFORM_ZONE", Value: "zone-1"}}, Point: "kubelet"})
+			})
+			name := strings.ReplaceAll(tc.policy, "-", "")
+			mf, err := manifest.Parse([]byte(fmt.Sprintf(pod, name)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, events, err := rt.RunPod(context.Background(), mf, trace.New())
+			if p != nil {
+				t.Cleanup(func() { rt.RemovePod(context.Background(), p, 0, trace.New()) })
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("RunPod = %v, want error %q", err, tc.wantErr)
+				}
+				if p != nil {
+					t.Fatal("a rejected pod was kept")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			app, _ := ContainerByName(p, "app")
+			got := environOf(t, app.PID, "sleep")
+			want := map[string]string{"NVIDIA_VISIBLE_DEVICES": tc.gpu}
+			for k, v := range common {
+				want[k] = v
+			}
+			want["POD_NAME"] = "env-" + name
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("%s = %q, want %q", k, got[k], v)
+				}
+			}
+			var override bool
+			for _, e := range events {
+				override = override || (e.Reason == "EnvOverride" && strings.Contains(e.Message, "NVIDIA_VISIBLE_DEVICES"))
+			}
+			if !override {
+				t.Errorf("no EnvOverride event for NVIDIA_VISIBLE_DEVICES: %+v", events)
+			}
+		})
+	}
+}
+
+func TestExecSeesPodNetworkAndExitCodes(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	p := runPod(t, rt, `apiVersion: v1
+kind: Pod
+metadata: {name: exec-check}
+spec:
+  containers:
+  - name: app
+    image: busybox
+    command: ["sleep", "300"]
+    env: [{name: FOO, value: bar}]
+`)
+	out, code := execIn(t, rt, p, "app", "ip", "-4", "addr", "show", "eth0")
+	if code != 0 || !strings.Contains(out, "inet "+p.IPs[0]+"/") {
+		t.Errorf("eth0 in the container (exit %d):\n%s\nwant %s", code, out, p.IPs[0])
+	}
+	out, _ = execIn(t, rt, p, "app", "env")
+	for _, kv := range []string{"FOO=bar", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"} {
+		if !strings.Contains(out, kv+"\n") {
+			t.Errorf("exec env lacks %s:\n%s", kv, out)
+		}
+	}
+	if _, code := execIn(t, rt, p, "app", "sh", "-c", "exit 7"); code != 7 {
+		t.Errorf("exit code = %d, want 7", code)
+	}
+}
+
+// The config.json podlab writes is a real OCI bundle: the system runc runs
+// it with the same environment and the same injected mounts.
+func TestSystemRuncAgrees(t *testing.T) {
+	runc, err := exec.LookPath("runc")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("runc not installed (scripts/setup.sh installs it)")
+		}
+		t.Skip("runc not installed")
+	}
+	rt := newTestRuntime(t, nil)
+	const probe = "env | sort; echo ---; grep -E ' /(etc/ssl|etc/pki|data)' /proc/self/mountinfo | awk '{print $5, substr($6,1,2)}' | sort"
+	p := runPod(t, rt, `apiVersion: v1
+kind: Pod
+metadata: {name: runc-agrees}
+spec:
+  volumes: [{name: data, emptyDir: {}}]
+  containers:
+  - name: app
+    image: busybox
+    command: ["sh", "-c", "`+probe+`"]
+    env: [{name: FOO, value: bar}]
+    volumeMounts: [{name: data, mountPath: /data, readOnly: true}]
+`)
+	code, podlabOut := waitExit(t, rt, p, "app")
+	if code != 0 {
+		t.Fatalf("podlab run: exit %d\n%s", code, podlabOut)
+	}
+	app, _ := ContainerByName(p, "app")
+	// Same bundle, its own cgroup and container id, run by the system runc.
+	spec, err := ReadSpec(app.Bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Linux.CgroupsPath += "-runc"
+	bundle := t.TempDir()
+	if err := writeJSON(filepath.Join(bundle, "config.json"), spec); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	cmd := exec.Command(runc, "--root", root, "run", "--bundle", bundle, "podlab-runc-agrees")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	exec.Command(runc, "--root", root, "delete", "-f", "podlab-runc-agrees").Run()
+	if err != nil {
+		t.Fatalf("system runc: %v\n%s", err, out.String())
+	}
+	if got := out.String(); got != podlabOut {
+		t.Errorf("system runc and podlab disagree:\nrunc:\n%s\npodlab:\n%s", got, podlabOut)
+	}
+	if !strings.Contains(podlabOut, "/etc/ssl/certs/ca-certificates.crt ro") || !strings.Contains(podlabOut, "/data ro") {
+		t.Errorf("expected the CA bundle and the volume mounted read-only:\n%s", podlabOut)
+	}
+}
+
+func TestUnknownImageLeavesNothing(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	mf, _ := manifest.Parse([]byte(`apiVersion: v1
+kind: Pod
+metadata: {name: no-image}
+spec:
+  containers: [{name: app, image: "nosuch:1.0"}]
+`))
+	_, _, err := rt.RunPod(context.Background(), mf, trace.New())
+	if err == nil || !strings.Contains(err.Error(), `"nosuch:1.0" not found`) || !strings.Contains(err.Error(), "busybox:latest") {
+		t.Fatalf("RunPod = %v, want an error naming the image and listing the store", err)
+	}
+	if pods, orphans, _ := rt.Sandbox.Store.List(); len(pods)+len(orphans) != 0 {
+		t.Fatal("state left behind")
+	}
+}
+
+func TestStopThenRemove(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	p := runPod(t, rt, `apiVersion: v1
+kind: Pod
+metadata: {name: stop-me}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: stubborn
+    image: busybox
+    command: ["sh", "-c", "trap '' TERM; echo ready; while true; do sleep 1; done"]
+  - name: polite
+    image: busybox
+    command: ["sh", "-c", "trap 'exit 0' TERM; echo ready; while true; do sleep 0.1; done"]
+`)
+	// Stop once both have set their SIGTERM disposition.
+	waitLog(t, p, "stubborn", "ready")
+	waitLog(t, p, "polite", "ready")
+	t0 := time.Now()
+	if err := rt.StopPod(context.Background(), p, time.Second, trace.New()); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(t0); d > 10*time.Second {
+		t.Errorf("stop took %s", d)
+	}
+	codes := map[string]int{}
+	for _, c := range p.Containers {
+		RefreshContainer(&c)
+		if c.State != ContainerExited {
+			t.Fatalf("%s: state %s after stop", c.Name, c.State)
+		}
+		codes[c.Name] = *c.ExitCode
+	}
+	// SIGKILL after the grace period for the one ignoring SIGTERM; the
+	// other exits on SIGTERM. (A PID 1 without a TERM handler, like a bare
+	// sleep, ignores SIGTERM: it is killed too, as in Kubernetes.)
+	if codes["stubborn"] != 137 || codes["polite"] != 0 {
+		t.Errorf("exit codes %v, want stubborn 137, polite 0", codes)
+	}
+	if err := rt.StopPod(context.Background(), p, time.Second, trace.New()); err != nil {
+		t.Errorf("second stop: %v", err)
+	}
+}

@@ -1,0 +1,305 @@
+package runtime
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/podlab/podlab/internal/oci"
+	"github.com/podlab/podlab/internal/proc"
+	"github.com/podlab/podlab/internal/state"
+	"github.com/podlab/podlab/internal/trace"
+)
+
+// The shim is podlab's per-pod monitor, as containerd-shim and conmon are:
+// a detached process that starts the pod's containers so that their inits
+// are its children. It reports how the start went over a pipe, then copies
+// each container's stdout/stderr into its CRI-format log and records its
+// exit code, and exits when the last container has exited.
+
+// shimReport is what the shim tells `podlab run` once containers are up.
+type shimReport struct {
+	Started    bool                     `json:"started"` // at least one container ran
+	Error      string                   `json:"error,omitempty"`
+	Containers map[string]shimContainer `json:"containers"`
+}
+
+type shimContainer struct {
+	PID        int        `json:"pid"`
+	State      string     `json:"state"`
+	ExitCode   *int       `json:"exitCode,omitempty"`
+	StartedAt  *time.Time `json:"startedAt,omitempty"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	Spans      []absSpan  `json:"spans,omitempty"`
+}
+
+// absSpan carries wall-clock start times across processes.
+type absSpan struct {
+	trace.Span
+	StartAbs time.Time `json:"startAbs"`
+}
+
+// startShim starts the pod's shim and waits for its report.
+func (r *Runtime) startShim(p *state.Pod) (*shimReport, error) {
+	cmd, err := shimCommand(r.ConfigPath, p.ID)
+	if err != nil {
+		return nil, err
+	}
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer statusR.Close()
+	logf, err := os.OpenFile(filepath.Join(r.Sandbox.Store.PodDir(p.ID), "shim.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		statusW.Close()
+		return nil, err
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{statusW}
+	// Its own session: the shim outlives this command and ignores its terminal.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		statusW.Close()
+		return nil, fmt.Errorf("starting shim: %w", err)
+	}
+	statusW.Close()
+	go cmd.Wait() // reap it if it ends while we still run
+	p.ShimPID = cmd.Process.Pid
+	p.ShimStart, _ = proc.StartTime(p.ShimPID)
+	if err := r.Sandbox.Store.Save(p); err != nil {
+		cmd.Process.Kill()
+		return nil, err
+	}
+	data, err := io.ReadAll(statusR)
+	if err != nil {
+		return nil, fmt.Errorf("reading shim report: %w", err)
+	}
+	var rep shimReport
+	if err := json.Unmarshal(data, &rep); err != nil {
+		slog, _ := os.ReadFile(filepath.Join(r.Sandbox.Store.PodDir(p.ID), "shim.log"))
+		return nil, fmt.Errorf("shim failed before reporting: %s", lastLines(string(slog), 5))
+	}
+	return &rep, nil
+}
+
+// RunShim is the body of `podlab shim`: statusFD is the pipe to report on.
+func (r *Runtime) RunShim(podID string, status *os.File) error {
+	p, err := r.Sandbox.Store.Get(podID)
+	if err != nil {
+		return err
+	}
+	rep := &shimReport{Containers: map[string]shimContainer{}}
+	var (
+		wg      sync.WaitGroup
+		running []*shimRun
+	)
+	report := func() {
+		data, _ := json.Marshal(rep)
+		status.Write(data)
+		status.Close()
+	}
+	for _, c := range p.Containers {
+		run, sc, err := r.shimStart(p, c)
+		if err != nil {
+			rep.Error = err.Error()
+			break
+		}
+		rep.Started = true
+		if c.Init {
+			// Init containers run one at a time, each to completion.
+			code := run.wait()
+			now := time.Now().UTC()
+			sc.State, sc.ExitCode, sc.FinishedAt = ContainerExited, &code, &now
+			rep.Containers[c.ID] = sc
+			if code != 0 {
+				rep.Error = fmt.Sprintf("init container %q exited with code %d", c.Name, code)
+				break
+			}
+			continue
+		}
+		rep.Containers[c.ID] = sc
+		running = append(running, run)
+		wg.Add(1)
+		go func() { defer wg.Done(); run.wait() }()
+	}
+	report()
+	wg.Wait()
+	return nil
+}
+
+// shimRun is one started container, its log pumps and its exit.
+type shimRun struct {
+	proc   *oci.Process
+	bundle string
+	pumps  sync.WaitGroup
+	log    *os.File
+}
+
+func (r *Runtime) shimStart(p *state.Pod, c state.Container) (*shimRun, shimContainer, error) {
+	spec, err := ReadSpec(c.Bundle)
+	if err != nil {
+		return nil, shimContainer{}, err
+	}
+	if err := os.MkdirAll(filepath.Dir(c.LogPath), 0o755); err != nil {
+		return nil, shimContainer{}, err
+	}
+	logf, err := os.OpenFile(c.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+	if err != nil {
+		return nil, shimContainer{}, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		logf.Close()
+		return nil, shimContainer{}, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		logf.Close()
+		outR.Close()
+		outW.Close()
+		return nil, shimContainer{}, err
+	}
+	t0 := time.Now()
+	proc, err := r.Sandbox.OCI.Start(c.ID, c.Bundle, spec, oci.Stdio{Stdout: outW, Stderr: errW})
+	dur := time.Since(t0)
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		logf.Close()
+		return nil, shimContainer{}, fmt.Errorf("container %q: %w", c.Name, err)
+	}
+	run := &shimRun{proc: proc, bundle: c.Bundle, log: logf}
+	w := &criLogWriter{f: logf}
+	run.pumps.Add(2)
+	go func() { defer run.pumps.Done(); w.copyStream("stdout", outR); outR.Close() }()
+	go func() { defer run.pumps.Done(); w.copyStream("stderr", errR); errR.Close() }()
+	started := t0.UTC()
+	sc := shimContainer{
+		PID: proc.Pid, State: ContainerRunning, StartedAt: &started,
+		Spans: []absSpan{{Span: trace.Span{Name: "ctr " + c.Name + " create+start", Parent: "container " + c.Name, Dur: dur}, StartAbs: t0}},
+	}
+	return run, sc, nil
+}
+
+// wait waits for the container's exit and its logs to drain, then records
+// the exit code next to the bundle.
+func (s *shimRun) wait() int {
+	code, err := s.proc.Wait()
+	if err != nil && code < 0 {
+		code = 255
+	}
+	s.pumps.Wait()
+	s.log.Close()
+	writeJSON(filepath.Join(s.bundle, "exit.json"), exitRecord{ExitCode: code, FinishedAt: time.Now().UTC()})
+	return code
+}
+
+// criLogWriter writes lines in the CRI log format the kubelet reads:
+// "<RFC3339Nano> <stream> <F|P> <content>". Lines longer than maxLine are
+// split into partial (P) records, as CRI runtimes do.
+type criLogWriter struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+const maxLine = 16 * 1024
+
+func (w *criLogWriter) copyStream(stream string, r io.Reader) {
+	br := bufio.NewReaderSize(r, maxLine)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			tag := "P"
+			if line[len(line)-1] == '\n' {
+				tag, line = "F", line[:len(line)-1]
+			} else if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+				tag = "F" // last line without newline at EOF
+			}
+			w.write(stream, tag, line)
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return
+		}
+	}
+}
+
+func (w *criLogWriter) write(stream, tag string, content []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	buf := make([]byte, 0, len(content)+64)
+	buf = time.Now().UTC().AppendFormat(buf, time.RFC3339Nano)
+	buf = append(buf, ' ')
+	buf = append(buf, stream...)
+	buf = append(buf, ' ')
+	buf = append(buf, tag...)
+	buf = append(buf, ' ')
+	buf = append(buf, content...)
+	buf = append(buf, '\n')
+	w.f.Write(buf)
+}
+
+func lastLines(s string, n int) string {
+	lines := splitLines(s)
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	out := ""
+	for _, l := range lines {
+		out += l + "\n"
+	}
+	if out == "" {
+		return "(no output)"
+	}
+	return out
+}
+
+func splitLines(s string) []string {
+	var out []string
+	for len(s) > 0 {
+		i := 0
+		for i < len(s) && s[i] != '\n' {
+			i++
+		}
+		if i > 0 {
+			out = append(out, s[:i])
+		}
+		if i < len(s) {
+			i++
+		}
+		s = s[i:]
+	}
+	return out
+}
+
+// shimAlive reports whether the pod's shim still runs.
+func shimAlive(p *state.Pod) bool {
+	return p.ShimPID > 0 && proc.Alive(p.ShimPID, p.ShimStart)
+}
+
+// waitShim waits up to timeout for the shim to exit (after its containers).
+func (r *Runtime) waitShim(p *state.Pod, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for shimAlive(p) && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// killShim ends the shim if it is still there (its containers are dead).
+func (r *Runtime) killShim(p *state.Pod) {
+	r.waitShim(p, 2*time.Second)
+	if shimAlive(p) {
+		syscall.Kill(p.ShimPID, syscall.SIGKILL)
+		r.waitShim(p, 5*time.Second)
+	}
+}

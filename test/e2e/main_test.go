@@ -1,0 +1,86 @@
+// Package e2e drives the podlab binary the way a user does: real commands,
+// exit codes, stderr, and the host left as it was found.
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/podlab/podlab/internal/testutil"
+)
+
+var (
+	podlabBin  string
+	configPath string
+	stateDir   string
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "podlab-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	podlabBin = filepath.Join(dir, "bin", "podlab")
+	for pkg, out := range map[string]string{"../../cmd/podlab": podlabBin, "../../pause": filepath.Join(dir, "bin", "podlab-pause")} {
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, b)
+			return 1
+		}
+	}
+	// A private state dir; the real netns dir and CNI plugins, so the leak
+	// checker sees whatever podlab would leave.
+	stateDir = filepath.Join(dir, "state")
+	configPath = filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(configPath, []byte("stateDir: "+stateDir+"\nstopGracePeriodSeconds: 2\n"), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// podlab runs the binary with the test config.
+func podlab(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(podlabBin, append([]string{"--config", configPath}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if stdin != "" {
+		cmd.Stdin = bytes.NewBufferString(stdin)
+	}
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running podlab %v: %v", args, err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+func rootSetup(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Cleanup(func() { testutil.LeakCheck(t) })
+}
+
+// noState fails if the state store holds any pod.
+func noState(t *testing.T) {
+	t.Helper()
+	ents, _ := os.ReadDir(filepath.Join(stateDir, "pods"))
+	if len(ents) != 0 {
+		t.Errorf("state left behind: %d pod dirs", len(ents))
+	}
+}
