@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 CNI_BIN_DIR=${CNI_BIN_DIR:-/opt/podlab/cni/bin}
 PLUGINS=(loopback bridge host-local portmap)
-APT_PACKAGES=(iptables busybox-static iproute2 gcc make libc6-dev ca-certificates util-linux)
+APT_PACKAGES=(iptables busybox-static iproute2 gcc make libc6-dev ca-certificates util-linux runc)
 
 say() { echo "setup: $*"; }
 
