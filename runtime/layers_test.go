@@ -198,4 +198,3 @@ func TestCRILogFormat(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
