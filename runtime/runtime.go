@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -368,11 +369,8 @@ func (r *Runtime) hookFor(inj *inject.Injection) (*specs.Hook, error) {
 // StopPod stops the containers (SIGTERM, the pod's grace period, SIGKILL),
 // app containers first, then the sandbox. The caller holds the pod's lock.
 func (r *Runtime) StopPod(ctx context.Context, p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
-	var errs []error
 	end := rec.Start("stop containers")
-	for i := len(p.Containers) - 1; i >= 0; i-- {
-		errs = append(errs, r.Sandbox.OCI.Stop(p.Containers[i].ID, grace))
-	}
+	errs := r.stopContainers(p, grace)
 	end(nil)
 	r.waitShim(p, 5*time.Second)
 	r.refresh(p)
@@ -389,11 +387,8 @@ func (r *Runtime) RemovePod(ctx context.Context, p *state.Pod, grace time.Durati
 }
 
 func (r *Runtime) removePod(ctx context.Context, p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
-	var errs []error
 	end := rec.Start("remove containers")
-	for i := len(p.Containers) - 1; i >= 0; i-- {
-		errs = append(errs, r.Sandbox.OCI.Stop(p.Containers[i].ID, grace))
-	}
+	errs := r.stopContainers(p, grace)
 	// Containers whose record was not saved yet (a failure mid-create)
 	// still have bundle dirs: sweep the dir, not only the record.
 	ctrDirs, _ := os.ReadDir(filepath.Join(r.Sandbox.Store.PodDir(p.ID), "containers"))
@@ -416,6 +411,22 @@ func (r *Runtime) removePod(ctx context.Context, p *state.Pod, grace time.Durati
 		os.RemoveAll(r.LogDir(p))
 	}
 	return r.Sandbox.Remove(ctx, p, grace, rec)
+}
+
+// stopContainers stops all of the pod's containers at once, each with the
+// full grace period, as the kubelet's killContainersWithSyncResult does.
+func (r *Runtime) stopContainers(p *state.Pod, grace time.Duration) []error {
+	errs := make([]error, len(p.Containers))
+	var wg sync.WaitGroup
+	for i := range p.Containers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = r.Sandbox.OCI.Stop(p.Containers[i].ID, grace)
+		}()
+	}
+	wg.Wait()
+	return errs
 }
 
 // refresh updates container states from what the shim recorded and the host shows.

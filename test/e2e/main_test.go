@@ -17,6 +17,7 @@ var (
 	podlabBin  string
 	configPath string
 	stateDir   string
+	logDir     string
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -40,9 +41,22 @@ func run(m *testing.M) int {
 	// checker sees whatever podlab would leave.
 	stateDir = filepath.Join(dir, "state")
 	configPath = filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(configPath, []byte("stateDir: "+stateDir+"\nstopGracePeriodSeconds: 2\n"), 0o644); err != nil {
+	logDir = filepath.Join(dir, "logs")
+	cfg := fmt.Sprintf("stateDir: %s\nimageDir: %s\nlogDir: %s\nstopGracePeriodSeconds: 2\n", stateDir, filepath.Join(dir, "images"), logDir)
+	if err := os.WriteFile(configPath, []byte(cfg), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	if os.Geteuid() == 0 {
+		rootfsDir := filepath.Join(dir, "busybox")
+		if out, err := exec.Command("../../scripts/busybox-rootfs.sh", rootfsDir).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "busybox rootfs: %v\n%s", err, out)
+			return 1
+		}
+		if out, err := exec.Command(podlabBin, "--config", configPath, "image", "import", "busybox", rootfsDir).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "image import: %v\n%s", err, out)
+			return 1
+		}
 	}
 	return m.Run()
 }
