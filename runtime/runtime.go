@@ -18,6 +18,7 @@ import (
 
 	"github.com/podlab/podlab/internal/cleanup"
 	"github.com/podlab/podlab/internal/config"
+	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/manifest"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
@@ -121,7 +122,7 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := r.Sandbox.Run(ctx, mf, rec)
+	p, err := r.Sandbox.Create(ctx, mf, rec)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -134,7 +135,6 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 			}
 		}
 	}()
-	p.State = state.PodCreating
 	p.Manifest = string(mustJSON(mf.Pod))
 
 	end = rec.Start("volumes")
@@ -142,6 +142,9 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 	end(err)
 	if err != nil {
 		return nil, nil, fmt.Errorf("volumes: %w", err)
+	}
+	if err := failpoint.Hit("after-volumes"); err != nil {
+		return nil, nil, err
 	}
 	end = rec.Start("pod files")
 	podFiles, caBundle, err := r.writePodFiles(p)
@@ -164,11 +167,17 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 	if err := r.Sandbox.Store.Save(p); err != nil {
 		return nil, nil, err
 	}
+	if err := failpoint.Hit("after-containers-recorded"); err != nil {
+		return nil, nil, err
+	}
 
 	end = rec.Start("shim")
 	report, err := r.startShim(p)
 	end(err)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := failpoint.Hit("after-shim"); err != nil {
 		return nil, nil, err
 	}
 	for i := range p.Containers {
@@ -233,6 +242,9 @@ func (r *Runtime) createContainer(p *state.Pod, mf *manifest.Manifest, pc planne
 	}
 	rootfsPath, err := rootfs.MountOverlay(pc.image, filepath.Join(dir, "fs"))
 	end(err)
+	if err == nil {
+		err = failpoint.Hit("after-ctr-" + c.Name + "-rootfs")
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("container %q rootfs: %w", c.Name, err)
 	}
@@ -263,6 +275,9 @@ func (r *Runtime) createContainer(p *state.Pod, mf *manifest.Manifest, pc planne
 		return nil, nil, err
 	}
 	if err := layers.write(dir); err != nil {
+		return nil, nil, err
+	}
+	if err := failpoint.Hit("after-ctr-" + c.Name + "-config"); err != nil {
 		return nil, nil, err
 	}
 	var events []state.Event
@@ -387,6 +402,13 @@ func (r *Runtime) RemovePod(ctx context.Context, p *state.Pod, grace time.Durati
 }
 
 func (r *Runtime) removePod(ctx context.Context, p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
+	// Record the intent first, so that gc finishes a removal that crashed.
+	if p.State != state.PodRemoving {
+		p.State = state.PodRemoving
+		if err := r.Sandbox.Store.Save(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
 	end := rec.Start("remove containers")
 	errs := r.stopContainers(p, grace)
 	// Containers whose record was not saved yet (a failure mid-create)
@@ -400,10 +422,13 @@ func (r *Runtime) removePod(ctx context.Context, p *state.Pod, grace time.Durati
 		errs = append(errs, rootfs.UnmountOverlay(filepath.Join(r.Sandbox.Store.PodDir(p.ID), "containers", d.Name(), "fs")))
 	}
 	end(nil)
+	if err := errors.Join(append(errs, failpoint.Hit("teardown-after-containers"))...); err != nil {
+		return err
+	}
 	end = rec.Start("remove volumes")
 	err := volume.Teardown(r.volumesDir(p))
 	end(err)
-	errs = append(errs, err)
+	errs = append(errs, err, failpoint.Hit("teardown-after-volumes"))
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

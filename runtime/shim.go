@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
@@ -114,6 +115,14 @@ func (r *Runtime) RunShim(podID string, status *os.File) error {
 			break
 		}
 		rep.Started = true
+		if err := failpoint.Hit("shim-after-ctr-" + c.Name + "-start"); err != nil {
+			rep.Error = err.Error()
+			rep.Containers[c.ID] = sc
+			running = append(running, run)
+			wg.Add(1)
+			go func() { defer wg.Done(); run.wait() }()
+			break
+		}
 		if c.Init {
 			// Init containers run one at a time, each to completion.
 			code := run.wait()

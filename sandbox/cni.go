@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -11,10 +12,13 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/podlab/podlab/internal/config"
+	"github.com/podlab/podlab/internal/failpoint"
+	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 )
 
@@ -104,6 +108,9 @@ func (e *timedExec) ExecPlugin(ctx context.Context, pluginPath string, stdin []b
 	out, err := e.raw.ExecPlugin(ctx, pluginPath, stdin, environ)
 	if ctx.Err() == context.DeadlineExceeded {
 		err = fmt.Errorf("CNI plugin %s %s timed out after %s", filepath.Base(pluginPath), cmd, e.timeout)
+	}
+	if err == nil {
+		err = failpoint.Hit("after-cni-" + filepath.Base(pluginPath) + "-" + cmd)
 	}
 	end(err)
 	return out, err
@@ -209,4 +216,25 @@ func firstIPv4(ips []string) string {
 		return ips[0]
 	}
 	return ""
+}
+
+// GCNetworks runs CNI GC (spec 1.1) on each of podlab's networks, naming the
+// attachments of the pods in live as valid: plugins that support GC (such
+// as host-local) release what no live pod holds. Only podlab's own networks
+// are collected, never another runtime's.
+func (m *Manager) GCNetworks(ctx context.Context, live []*state.Pod) error {
+	var valid []types.GCAttachment
+	for _, p := range live {
+		for _, n := range m.nets {
+			valid = append(valid, types.GCAttachment{ContainerID: p.ID, IfName: n.ifName})
+		}
+	}
+	var errs []error
+	for _, n := range m.nets {
+		cni := m.cni.libcni(nil, "")
+		if err := cni.GCNetworkList(ctx, n.list, &libcni.GCArgs{ValidAttachments: valid}); err != nil {
+			errs = append(errs, fmt.Errorf("CNI GC of network %q: %w", n.list.Name, err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/podlab/podlab/internal/cleanup"
 	"github.com/podlab/podlab/internal/config"
+	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/manifest"
 	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/proc"
@@ -62,10 +63,21 @@ func (m *Manager) CgroupPath(podID string) string {
 	return filepath.Join(m.Config.CgroupParent, podID)
 }
 
-// Run creates the sandbox of mf's pod. The caller holds the pod's lock
-// (Store.LockPod). On error everything done so far is undone, including the
-// state record, and the error says which stage failed.
-func (m *Manager) Run(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder) (pod *state.Pod, retErr error) {
+// Run creates the sandbox of mf's pod and marks it Ready. The caller holds
+// the pod's lock (Store.LockPod). On error everything done so far is undone,
+// including the state record, and the error says which stage failed.
+func (m *Manager) Run(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder) (*state.Pod, error) {
+	return m.run(ctx, mf, rec, true)
+}
+
+// Create is Run leaving the record Creating, for a caller that goes on to
+// create containers: a crash before that caller marks the pod Ready must
+// leave a record gc recognizes as unfinished.
+func (m *Manager) Create(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder) (*state.Pod, error) {
+	return m.run(ctx, mf, rec, false)
+}
+
+func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder, ready bool) (pod *state.Pod, retErr error) {
 	spec := mf.Pod.Spec
 	p := &state.Pod{
 		ID:          state.NewID(),
@@ -110,6 +122,9 @@ func (m *Manager) Run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 		return nil, err
 	}
 	undo.Add("removing pod state", func() error { return m.Store.Delete(p.ID) })
+	if err := failpoint.Hit("after-state"); err != nil {
+		return nil, err
+	}
 
 	if !spec.HostNetwork {
 		undo.Add("removing netns", func() error { return netns.Remove(p.NetNS) })
@@ -118,6 +133,9 @@ func (m *Manager) Run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 		end(err)
 		if err != nil {
 			return nil, fmt.Errorf("netns stage: %w", err)
+		}
+		if err := failpoint.Hit("after-netns"); err != nil {
+			return nil, err
 		}
 
 		end = rec.Start("cni")
@@ -129,6 +147,9 @@ func (m *Manager) Run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 		if err := m.Store.Save(p); err != nil {
 			return nil, err
 		}
+		if err := failpoint.Hit("after-cni"); err != nil {
+			return nil, err
+		}
 	}
 
 	undo.Add("removing pod cgroup", func() error { return m.destroyCgroup(p.CgroupPath) })
@@ -138,6 +159,9 @@ func (m *Manager) Run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 	if err != nil {
 		return nil, fmt.Errorf("cgroup stage: %w", err)
 	}
+	if err := failpoint.Hit("after-cgroup"); err != nil {
+		return nil, err
+	}
 
 	undo.Add("removing pause container", func() error { return m.OCI.Delete(p.ID) })
 	end = rec.Start("pause")
@@ -146,8 +170,13 @@ func (m *Manager) Run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 	if err != nil {
 		return nil, fmt.Errorf("pause stage: %w", err)
 	}
+	if err := failpoint.Hit("after-pause"); err != nil {
+		return nil, err
+	}
 
-	p.State = state.PodReady
+	if ready {
+		p.State = state.PodReady
+	}
 	p.Spans = rec.Spans()
 	if err := m.Store.Save(p); err != nil {
 		return nil, err
@@ -243,7 +272,7 @@ func (m *Manager) Stop(ctx context.Context, p *state.Pod, grace time.Duration, r
 	end := rec.Start("stop pause")
 	err := m.OCI.Stop(p.ID, grace)
 	end(err)
-	errs = append(errs, err)
+	errs = append(errs, err, failpoint.Hit("teardown-after-pause-stop"))
 
 	if p.NetNS != "" {
 		nets := m.nets
@@ -253,15 +282,18 @@ func (m *Manager) Stop(ctx context.Context, p *state.Pod, grace time.Duration, r
 			errs = append(errs, m.cni.del(ctx, rec, "cni teardown", nets[i], rt))
 		}
 		end(nil)
+		if err := failpoint.Hit("teardown-after-cni"); err != nil {
+			return err
+		}
 		end = rec.Start("netns remove")
 		err = netns.Remove(p.NetNS)
 		end(err)
-		errs = append(errs, err)
+		errs = append(errs, err, failpoint.Hit("teardown-after-netns"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	if p.State != state.PodStopped {
+	if p.State != state.PodStopped && p.State != state.PodRemoving {
 		p.State = state.PodStopped
 		return m.Store.Save(p)
 	}
@@ -278,12 +310,18 @@ func (m *Manager) Remove(ctx context.Context, p *state.Pod, grace time.Duration,
 	end := rec.Start("delete pause")
 	err := m.OCI.Delete(p.ID)
 	end(err)
+	if err == nil {
+		err = failpoint.Hit("teardown-after-pause-delete")
+	}
 	if err != nil {
 		return err
 	}
 	end = rec.Start("cgroup remove")
 	err = m.destroyCgroup(p.CgroupPath)
 	end(err)
+	if err == nil {
+		err = failpoint.Hit("teardown-after-cgroup")
+	}
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@ func newGCCmd(g *globalFlags) *cobra.Command {
 		Short: "Remove what crashed or killed podlab runs left behind",
 		Long: `gc reconciles the state store with the host. A pod whose record is still
 "Creating" while no command holds its lock (podlab was killed mid-run), or
-whose pause process is gone, is torn down like rmp: pause, CNI DEL from the
+whose removal never finished, or whose pause process is gone, is torn down like rmp: pause, CNI DEL from the
 cached result, netns, cgroup, state. A pod directory without a record is
 removed. Pods being created or removed right now (their lock is held) are
 left alone, and gc touches only what podlab's records name.`,
@@ -49,13 +49,16 @@ left alone, and gc touches only what podlab's records name.`,
 				}
 				// Re-read under the lock: it may have become Ready or gone.
 				cur, err := m.Store.Get(p.ID)
-				if err != nil || !(cur.State == state.PodCreating || !sandbox.PauseAlive(cur)) {
+				if err != nil || !(cur.State == state.PodCreating || cur.State == state.PodRemoving || !sandbox.PauseAlive(cur)) {
 					lock.Unlock()
 					continue
 				}
 				reason := "pause process is gone"
-				if cur.State == state.PodCreating || cur.State == state.PodFailed {
+				switch cur.State {
+				case state.PodCreating:
 					reason = "creation never finished"
+				case state.PodRemoving:
+					reason = "removal never finished"
 				}
 				if !dryRun {
 					if err := rt.RemovePod(cmd.Context(), cur, 0, trace.New()); err != nil {
@@ -68,6 +71,16 @@ left alone, and gc touches only what podlab's records name.`,
 					lock.Unlock()
 				}
 				fmt.Printf("%s pod %s (%s): %s\n", verb, cur.Key(), state.ShortID(cur.ID), reason)
+			}
+			// CNI GC with the pods that remain as the valid attachments.
+			if !dryRun {
+				remaining, _, err := m.Store.List()
+				if err != nil {
+					return err
+				}
+				if err := m.GCNetworks(cmd.Context(), remaining); err != nil {
+					fmt.Fprintln(os.Stderr, "gc:", err)
+				}
 			}
 			for _, id := range orphans {
 				// A pod dir without a record is younger than any side effect

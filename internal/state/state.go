@@ -25,6 +25,7 @@ const (
 	PodReady    = "Ready"
 	PodFailed   = "Failed" // a container failed (init container, or start)
 	PodStopped  = "Stopped"
+	PodRemoving = "Removing" // rm under way: gc finishes it if rm died
 )
 
 // ErrNotFound is returned when no pod matches.

@@ -1,0 +1,466 @@
+// Package inspect shows a container at every layer of podlab's data path
+// and checks that the live process holds what the injection rules say:
+//
+//	podspec  the container as written in the pod manifest
+//	options  RunContainerOptions (the kubelet), each entry with its source
+//	cri      the CRI ContainerConfig (envs, mounts)
+//	oci      the OCI runtime spec, config.json (process.env, mounts)
+//	process  the live init: /proc/<pid>/environ and /proc/<pid>/mountinfo
+//
+// The layer views are pure functions of stored data (the pod record, the
+// bundle's layers.json and config.json, and the process's /proc files), so
+// they can be built from fixtures; Inspect and Verify read the files.
+package inspect
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/moby/sys/mountinfo"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podlab/podlab/runtime"
+	"github.com/podlab/podlab/runtime/inject"
+)
+
+// Layer names, in data-path order.
+const (
+	LayerPodSpec = "podspec"
+	LayerOptions = "options"
+	LayerCRI     = "cri"
+	LayerOCI     = "oci"
+	LayerProcess = "process"
+)
+
+// LayerNames are the layers in data-path order.
+var LayerNames = []string{LayerPodSpec, LayerOptions, LayerCRI, LayerOCI, LayerProcess}
+
+var layerTitles = map[string]string{
+	LayerPodSpec: "PodSpec as written (spec.containers[].env, envFrom, volumeMounts)",
+	LayerOptions: "RunContainerOptions (kubelet GenerateRunContainerOptions)",
+	LayerCRI:     "CRI ContainerConfig (CreateContainer request)",
+	LayerOCI:     "OCI runtime spec (config.json: process.env, mounts)",
+	LayerProcess: "live process (/proc/<pid>/environ, /proc/<pid>/mountinfo)",
+}
+
+// ValidLayer reports whether name is a layer name.
+func ValidLayer(name string) bool { return slices.Contains(LayerNames, name) }
+
+// Notes on mounts.
+const (
+	NoteRoot         = "root"          // the container's root filesystem
+	NoteMasked       = "masked"        // linux.maskedPaths: runc hides it
+	NoteReadonlyPath = "readonly-path" // linux.readonlyPaths: runc remounts it read-only
+	NoteHook         = "hook"          // in hooks.createContainer: mounted only when the hook runs
+	NoteShadowed     = "shadowed"      // a later mount at the same path hides it
+)
+
+// Env is one environment variable at one layer. Source and Origin are
+// known at the options layer only (device-plugin, platform, container).
+type Env struct {
+	Name   string `json:"name"`
+	Value  string `json:"value"`
+	Source string `json:"source,omitempty"`
+	Origin string `json:"origin,omitempty"`
+}
+
+// Mount is one mount at one layer, keyed by its container path.
+type Mount struct {
+	Path     string   `json:"path"`
+	HostPath string   `json:"hostPath,omitempty"` // bind source on the host (process: mapped through the host's mountinfo)
+	Type     string   `json:"type,omitempty"`     // OCI type; process: file system type
+	Device   string   `json:"device,omitempty"`   // OCI source of a non-bind mount; process: mount source
+	Root     string   `json:"root,omitempty"`     // process: the mounted directory inside its file system
+	ReadOnly bool     `json:"readOnly"`
+	Options  []string `json:"options,omitempty"`
+	Source   string   `json:"source,omitempty"` // options: volume, device-plugin, platform, pod; podspec: volume
+	Origin   string   `json:"origin,omitempty"` // volume name, rule, resource, file
+	Note     string   `json:"note,omitempty"`
+}
+
+// Layer is a container's env and mounts at one layer.
+type Layer struct {
+	Name    string   `json:"name"`
+	Title   string   `json:"title"`
+	Env     []Env    `json:"env"`
+	EnvFrom []string `json:"envFrom,omitempty"` // podspec only
+	Mounts  []Mount  `json:"mounts"`
+	// HookMounts (oci only) are in hooks.createContainer: config.json
+	// names them, but no mount of this layer makes them.
+	HookMounts []Mount `json:"hookMounts,omitempty"`
+	// Error says why the layer could not be read (e.g. the container is
+	// not running, for the process layer).
+	Error string `json:"error,omitempty"`
+}
+
+// Process is what the live process shows: its environ and mountinfo, and
+// the host's mountinfo to map mount sources back to host paths.
+type Process struct {
+	PID       int
+	Cmdline   []string
+	Environ   []string
+	Mountinfo []*mountinfo.Info
+	Host      []*mountinfo.Info
+}
+
+// PodSpecLayer is the container as written in the manifest.
+func PodSpecLayer(pod *corev1.Pod, name string) Layer {
+	l := Layer{Name: LayerPodSpec, Title: layerTitles[LayerPodSpec], Env: []Env{}, Mounts: []Mount{}}
+	if pod == nil {
+		l.Error = "no manifest recorded for this pod"
+		return l
+	}
+	c := findContainer(pod, name)
+	if c == nil {
+		l.Error = fmt.Sprintf("container %q is not in the recorded manifest", name)
+		return l
+	}
+	for _, e := range c.Env {
+		v := e.Value
+		if e.ValueFrom != nil {
+			v = "(valueFrom " + describeValueFrom(e.ValueFrom) + ")"
+		}
+		l.Env = append(l.Env, Env{Name: e.Name, Value: v})
+	}
+	for i, ef := range c.EnvFrom {
+		s := fmt.Sprintf("envFrom[%d]", i)
+		switch {
+		case ef.ConfigMapRef != nil:
+			s += " configMap " + ef.ConfigMapRef.Name
+		case ef.SecretRef != nil:
+			s += " secret " + ef.SecretRef.Name
+		}
+		if ef.Prefix != "" {
+			s += " prefix " + ef.Prefix
+		}
+		l.EnvFrom = append(l.EnvFrom, s)
+	}
+	vols := map[string]*corev1.Volume{}
+	for i := range pod.Spec.Volumes {
+		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
+	}
+	for _, vm := range c.VolumeMounts {
+		m := Mount{Path: vm.MountPath, ReadOnly: vm.ReadOnly, Source: runtime.MountFromVolume, Origin: vm.Name}
+		if v := vols[vm.Name]; v != nil {
+			m.Type = volumeType(v)
+			if v.HostPath != nil {
+				m.Device = v.HostPath.Path
+			}
+		}
+		if vm.SubPath != "" {
+			m.Note = "subPath " + vm.SubPath
+		}
+		l.Mounts = append(l.Mounts, m)
+	}
+	return l
+}
+
+func findContainer(pod *corev1.Pod, name string) *corev1.Container {
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			if cs[i].Name == name {
+				return &cs[i]
+			}
+		}
+	}
+	return nil
+}
+
+func describeValueFrom(v *corev1.EnvVarSource) string {
+	switch {
+	case v.FieldRef != nil:
+		return "fieldRef " + v.FieldRef.FieldPath
+	case v.ResourceFieldRef != nil:
+		s := "resourceFieldRef " + v.ResourceFieldRef.Resource
+		if v.ResourceFieldRef.ContainerName != "" {
+			s += " of " + v.ResourceFieldRef.ContainerName
+		}
+		return s
+	case v.ConfigMapKeyRef != nil:
+		return "configMapKeyRef " + v.ConfigMapKeyRef.Name + "/" + v.ConfigMapKeyRef.Key
+	case v.SecretKeyRef != nil:
+		return "secretKeyRef " + v.SecretKeyRef.Name + "/" + v.SecretKeyRef.Key
+	}
+	return "?"
+}
+
+// volumeType names a volume's source kind as the API does (emptyDir, hostPath, ...).
+func volumeType(v *corev1.Volume) string {
+	s := v.VolumeSource
+	switch {
+	case s.EmptyDir != nil:
+		return "emptyDir"
+	case s.HostPath != nil:
+		return "hostPath"
+	case s.ConfigMap != nil:
+		return "configMap"
+	case s.Secret != nil:
+		return "secret"
+	case s.DownwardAPI != nil:
+		return "downwardAPI"
+	case s.Projected != nil:
+		return "projected"
+	case s.PersistentVolumeClaim != nil:
+		return "persistentVolumeClaim"
+	}
+	return ""
+}
+
+// OptionsLayer is RunContainerOptions with each entry's source and origin.
+func OptionsLayer(o *runtime.RunContainerOptions) Layer {
+	l := Layer{Name: LayerOptions, Title: layerTitles[LayerOptions], Env: []Env{}, Mounts: []Mount{}}
+	if o == nil {
+		l.Error = "no RunContainerOptions stored (layers.json)"
+		return l
+	}
+	for _, v := range o.Envs {
+		l.Env = append(l.Env, Env{Name: v.Name, Value: v.Value, Source: v.Source, Origin: v.Origin})
+	}
+	for _, m := range o.Mounts {
+		l.Mounts = append(l.Mounts, Mount{Path: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.ReadOnly, Source: m.Source, Origin: m.Origin})
+	}
+	return l
+}
+
+// DecodeCRI decodes the stored CRI ContainerConfig (KeyValue.Value is bytes).
+func DecodeCRI(raw json.RawMessage) (*runtimeapi.ContainerConfig, error) {
+	if len(raw) == 0 {
+		return nil, fmt.Errorf("no CRI ContainerConfig stored (layers.json)")
+	}
+	var cfg runtimeapi.ContainerConfig
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return nil, fmt.Errorf("decoding the stored CRI ContainerConfig: %w", err)
+	}
+	return &cfg, nil
+}
+
+// CRILayer is the CRI ContainerConfig's envs and mounts.
+func CRILayer(raw json.RawMessage) Layer {
+	l := Layer{Name: LayerCRI, Title: layerTitles[LayerCRI], Env: []Env{}, Mounts: []Mount{}}
+	cfg, err := DecodeCRI(raw)
+	if err != nil {
+		l.Error = err.Error()
+		return l
+	}
+	for _, kv := range cfg.Envs {
+		l.Env = append(l.Env, Env{Name: kv.Key, Value: string(kv.Value)})
+	}
+	for _, m := range cfg.Mounts {
+		l.Mounts = append(l.Mounts, Mount{Path: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.Readonly})
+	}
+	return l
+}
+
+// OCILayer is config.json's process.env and mounts, with the root file
+// system as the mount at "/" and the createContainer hook's mounts apart.
+func OCILayer(s *specs.Spec) Layer {
+	l := Layer{Name: LayerOCI, Title: layerTitles[LayerOCI], Env: []Env{}, Mounts: []Mount{}}
+	if s == nil {
+		l.Error = "no config.json"
+		return l
+	}
+	if s.Process != nil {
+		l.Env = parseEnv(s.Process.Env)
+	}
+	if s.Root != nil {
+		l.Mounts = append(l.Mounts, Mount{Path: "/", HostPath: s.Root.Path, Type: "rootfs", ReadOnly: s.Root.Readonly, Note: NoteRoot})
+	}
+	for _, m := range s.Mounts {
+		om := Mount{Path: m.Destination, Type: m.Type, ReadOnly: slices.Contains(m.Options, "ro"), Options: m.Options}
+		if m.Type == "bind" || slices.Contains(m.Options, "bind") || slices.Contains(m.Options, "rbind") {
+			om.HostPath = m.Source
+		} else {
+			om.Device = m.Source
+		}
+		l.Mounts = append(l.Mounts, om)
+	}
+	l.HookMounts = ociHookMounts(s)
+	return l
+}
+
+// ociHookMounts decodes the mounts podlab's createContainer hook carries
+// in its environment (inject.HookMountsEnv).
+func ociHookMounts(s *specs.Spec) []Mount {
+	if s.Hooks == nil {
+		return nil
+	}
+	var out []Mount
+	for _, h := range s.Hooks.CreateContainer {
+		for _, e := range h.Env {
+			v, ok := strings.CutPrefix(e, inject.HookMountsEnv+"=")
+			if !ok {
+				continue
+			}
+			ms, err := inject.DecodeHookMounts(v)
+			if err != nil {
+				continue
+			}
+			for _, m := range ms {
+				out = append(out, Mount{Path: m.ContainerPath, HostPath: m.HostPath, Type: "bind", ReadOnly: m.ReadOnly, Note: NoteHook})
+			}
+		}
+	}
+	return out
+}
+
+// pseudoFS are file systems whose mounts are never binds of a host path
+// worth naming: their superblock may be the host's (sysfs with the host
+// network, cgroup v1 hierarchies), but the container sees its own view.
+var pseudoFS = map[string]bool{"proc": true, "sysfs": true, "cgroup": true, "cgroup2": true, "mqueue": true, "devpts": true}
+
+// ProcessLayer is the live process's environ and mountinfo, each mount
+// mapped back to a host path where the host has the same file system
+// mounted, and marked where the OCI spec masks or write-protects it.
+func ProcessLayer(p *Process, spec *specs.Spec) Layer {
+	l := Layer{Name: LayerProcess, Title: layerTitles[LayerProcess], Env: []Env{}, Mounts: []Mount{}}
+	if p == nil {
+		l.Error = "no process"
+		return l
+	}
+	l.Title = fmt.Sprintf("live process (/proc/%d/environ, /proc/%d/mountinfo)", p.PID, p.PID)
+	l.Env = parseEnv(p.Environ)
+	var masked, readonly []string
+	if spec != nil && spec.Linux != nil {
+		masked, readonly = spec.Linux.MaskedPaths, spec.Linux.ReadonlyPaths
+	}
+	for i, mi := range p.Mountinfo {
+		m := Mount{
+			Path: mi.Mountpoint, Type: mi.FSType, Device: mi.Source, Root: mi.Root,
+			ReadOnly: slices.Contains(strings.Split(mi.Options, ","), "ro"),
+			Options:  strings.Split(mi.Options, ","),
+		}
+		if !pseudoFS[mi.FSType] {
+			m.HostPath = HostPath(p.Host, mi)
+		}
+		switch {
+		case mi.Mountpoint == "/":
+			m.Note = NoteRoot
+		case slices.Contains(masked, mi.Mountpoint):
+			m.Note = NoteMasked
+		case slices.Contains(readonly, mi.Mountpoint):
+			m.Note = NoteReadonlyPath
+		}
+		for _, later := range p.Mountinfo[i+1:] {
+			if later.Mountpoint == mi.Mountpoint {
+				m.Note = NoteShadowed
+				break
+			}
+		}
+		l.Mounts = append(l.Mounts, m)
+	}
+	return l
+}
+
+// HostPath maps a mount of another mount namespace back to a host path:
+// the host mount of the same device whose root is the longest prefix of
+// mi's root, plus the rest of mi's root. "" when the host does not show
+// that file system (a container's own tmpfs, say).
+func HostPath(host []*mountinfo.Info, mi *mountinfo.Info) string {
+	var best *mountinfo.Info
+	for _, h := range host {
+		if h.Major != mi.Major || h.Minor != mi.Minor || !pathHasPrefix(mi.Root, h.Root) {
+			continue
+		}
+		if best == nil || len(h.Root) > len(best.Root) || len(h.Root) == len(best.Root) && len(h.Mountpoint) < len(best.Mountpoint) {
+			best = h
+		}
+	}
+	if best == nil {
+		return ""
+	}
+	rest := strings.TrimPrefix(mi.Root, best.Root)
+	if best.Root == "/" {
+		rest = mi.Root
+	}
+	if rest == "/" || rest == "" {
+		return best.Mountpoint
+	}
+	if best.Mountpoint == "/" {
+		return rest
+	}
+	return best.Mountpoint + rest
+}
+
+// pathHasPrefix reports whether p is prefix or lies under it.
+func pathHasPrefix(p, prefix string) bool {
+	if prefix == "/" {
+		return strings.HasPrefix(p, "/")
+	}
+	return p == prefix || strings.HasPrefix(p, prefix+"/")
+}
+
+// parseEnv splits "K=V" entries (an entry without '=' is a name with an empty value).
+func parseEnv(kvs []string) []Env {
+	out := make([]Env, 0, len(kvs))
+	for _, kv := range kvs {
+		k, v, _ := strings.Cut(kv, "=")
+		out = append(out, Env{Name: k, Value: v})
+	}
+	return out
+}
+
+// BuildLayers builds every layer view from stored data and the process
+// (proc nil: procErr says why there is no process layer).
+func BuildLayers(pod *corev1.Pod, container string, stored *runtime.Layers, proc *Process, procErr string) []Layer {
+	var opts *runtime.RunContainerOptions
+	var cri json.RawMessage
+	var spec *specs.Spec
+	if stored != nil {
+		opts, cri, spec = stored.Options, stored.CRI, stored.OCI
+	}
+	ls := []Layer{PodSpecLayer(pod, container), OptionsLayer(opts), CRILayer(cri), OCILayer(spec)}
+	if stored == nil {
+		for i := 1; i < len(ls); i++ {
+			ls[i].Error = "no stored layers for this container"
+		}
+	}
+	pl := ProcessLayer(proc, spec)
+	if proc == nil && procErr != "" {
+		pl.Error = procErr
+	}
+	return append(ls, pl)
+}
+
+// FindLayer returns the layer named name of ls, or nil.
+func FindLayer(ls []Layer, name string) *Layer {
+	for i := range ls {
+		if ls[i].Name == name {
+			return &ls[i]
+		}
+	}
+	return nil
+}
+
+// envValue returns the value of name in l (the last definition) and whether it is set.
+func (l *Layer) envValue(name string) (string, bool) {
+	for i := len(l.Env) - 1; i >= 0; i-- {
+		if l.Env[i].Name == name {
+			return l.Env[i].Value, true
+		}
+	}
+	return "", false
+}
+
+// mount returns the mount a process sees at path (the last one), or nil.
+func (l *Layer) mount(path string) *Mount {
+	for i := len(l.Mounts) - 1; i >= 0; i-- {
+		if l.Mounts[i].Path == path {
+			return &l.Mounts[i]
+		}
+	}
+	return nil
+}
+
+// hookMount returns the createContainer hook's mount at path, or nil.
+func (l *Layer) hookMount(path string) *Mount {
+	for i := range l.HookMounts {
+		if l.HookMounts[i].Path == path {
+			return &l.HookMounts[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,458 @@
+package inspect
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/podlab/podlab/internal/state"
+	"github.com/podlab/podlab/runtime"
+	"github.com/podlab/podlab/runtime/env"
+	"github.com/podlab/podlab/runtime/inject"
+)
+
+// PauseName is the container name verify gives the pod's pause process.
+const PauseName = "pause"
+
+// Check is one thing verify checked.
+type Check struct {
+	Container string `json:"container"` // container name, or "pause"
+	Item      string `json:"item"`      // "running", "env NAME", "mount /path", "excluded by rule NAME"
+	By        string `json:"by,omitempty"`
+	OK        bool   `json:"ok"`
+	Detail    string `json:"detail"`
+}
+
+func (c Check) String() string {
+	s := c.Container + ": " + c.Item
+	if c.By != "" {
+		s += " (" + c.By + ")"
+	}
+	return s + ": " + c.Detail
+}
+
+// Override is an env override recorded when the pod was created.
+type Override struct {
+	Container string `json:"container"`
+	Message   string `json:"message"`
+}
+
+// Verification is verify's answer for a pod.
+type Verification struct {
+	Pod       string     `json:"pod"`
+	PodDir    string     `json:"podDir,omitempty"`
+	OK        bool       `json:"ok"`
+	Checks    []Check    `json:"checks"`
+	Overrides []Override `json:"overrides"`
+}
+
+// Failures are the checks that failed.
+func (v *Verification) Failures() []Check {
+	var out []Check
+	for _, c := range v.Checks {
+		if !c.OK {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Verify checks pod p against rules: every app container runs; each env
+// var and mount the rules (and device plugins) give a container is in the
+// stored layer where its injection point puts it, and in the live process
+// with the right value, host path and mode (read-only where configured,
+// from the mountinfo flags); no container a rule skips (init containers,
+// excluded namespaces and containers, unmatched selectors) got that
+// rule's items at any layer; the pause process has none of them. It also
+// lists the env overrides recorded when the pod was created.
+//
+// An init container has exited by the time the app containers run: its
+// items are checked in its stored layers only.
+func Verify(p *state.Pod, rules Rules) *Verification {
+	v := &Verification{Pod: p.Key(), Checks: []Check{}, Overrides: []Override{}}
+	if b := firstBundle(p); b != "" {
+		v.PodDir = PodDirOf(b)
+	}
+	pod, err := PodManifest(p)
+	if err != nil {
+		v.Checks = append(v.Checks, Check{Container: "-", Item: "manifest", Detail: err.Error()})
+	}
+	if len(p.Containers) == 0 {
+		v.Checks = append(v.Checks, Check{Container: "-", Item: "containers", Detail: "the pod has no containers"})
+	}
+	for i := range p.Containers {
+		v.Checks = append(v.Checks, verifyContainer(pod, &p.Containers[i], rules)...)
+	}
+	v.Checks = append(v.Checks, verifyPause(p, rules)...)
+	for _, e := range p.Events {
+		if e.Reason == "EnvOverride" {
+			v.Overrides = append(v.Overrides, Override{Container: e.Object, Message: e.Message})
+		}
+	}
+	v.OK = len(v.Failures()) == 0
+	return v
+}
+
+func verifyContainer(pod *corev1.Pod, c *state.Container, rules Rules) []Check {
+	fail := func(item, detail string) []Check {
+		return []Check{{Container: c.Name, Item: item, Detail: detail}}
+	}
+	var checks []Check
+	proc, perr := ContainerProcess(c)
+	if !c.Init {
+		ch := Check{Container: c.Name, Item: "running", OK: perr == nil}
+		if perr != nil {
+			ch.Detail = perr.Error()
+		} else {
+			ch.Detail = fmt.Sprintf("pid %d", proc.PID)
+		}
+		checks = append(checks, ch)
+	}
+	if pod == nil {
+		return append(checks, fail("injection", "no manifest recorded: cannot recompute the rules")...)
+	}
+	stored, err := runtime.ReadLayers(c.Bundle)
+	if err != nil {
+		return append(checks, fail("layers", "reading the stored layers: "+err.Error())...)
+	}
+	procErr := ""
+	if perr != nil {
+		procErr = perr.Error()
+	}
+	layers := BuildLayers(pod, c.Name, stored, proc, procErr)
+	podDir := PodDirOf(c.Bundle)
+	inj, err := resolve(rules, pod, c, podDir)
+	if err != nil {
+		return append(checks, fail("injection", "resolving the rules: "+err.Error())...)
+	}
+	items := ExpectedItems(rules, inj)
+	want := processEnv(items, stored.Options)
+	for _, it := range items {
+		checks = append(checks, checkItem(c, it, layers, stored.Options, want))
+	}
+	return append(checks, checkExcluded(c.Name, rules, inj, items, layers, CABundlePath(podDir))...)
+}
+
+// processEnv is the value each injected name must have in the process:
+// what RunContainerOptions kept for it (a container env may override a
+// device plugin or platform env under the merge policy), then the
+// runtime-point envs, which replace the CRI envs in the OCI spec.
+func processEnv(items []Item, opts *runtime.RunContainerOptions) map[string]string {
+	want := map[string]string{}
+	for _, it := range items {
+		if it.Kind != KindEnv || it.Point != inject.PointKubelet {
+			continue
+		}
+		want[it.Name] = it.Value
+		if opts != nil {
+			for _, e := range opts.Envs {
+				if e.Name == it.Name {
+					want[it.Name] = e.Value
+				}
+			}
+		}
+	}
+	for _, it := range items {
+		if it.Kind == KindEnv && it.Point == inject.PointRuntime {
+			want[it.Name] = it.Value
+		}
+	}
+	return want
+}
+
+// checkItem checks one expected item at the layer its injection point
+// puts it in, then in the live process.
+func checkItem(c *state.Container, it Item, layers []Layer, opts *runtime.RunContainerOptions, want map[string]string) Check {
+	ch := Check{Container: c.Name, Item: it.Label(), By: it.By()}
+	var problems, notes []string
+	if msg, note := checkStored(it, layers, opts); msg != "" {
+		problems = append(problems, msg)
+	} else if note != "" {
+		notes = append(notes, note)
+	}
+	pl := FindLayer(layers, LayerProcess)
+	switch {
+	case pl.Error != "" && c.Init:
+		notes = append(notes, "init container has exited: checked its stored layers only")
+	case pl.Error != "":
+		problems = append(problems, pl.Error)
+	case it.Kind == KindEnv:
+		w := want[it.Name]
+		if v, ok := pl.envValue(it.Name); !ok {
+			problems = append(problems, "not in the process environment")
+		} else if v != w {
+			problems = append(problems, fmt.Sprintf("the process has %s=%q, want %q", it.Name, v, w))
+		} else {
+			notes = append(notes, fmt.Sprintf("process has %s=%q", it.Name, v))
+		}
+	case it.Kind == KindMount:
+		m := pl.mount(it.Name)
+		switch {
+		case m == nil:
+			problems = append(problems, "not mounted in the live process")
+		case m.HostPath != it.Value:
+			from := m.HostPath
+			if from == "" {
+				from = fmt.Sprintf("%s %s:%s", m.Type, m.Device, m.Root)
+			}
+			problems = append(problems, fmt.Sprintf("the process has %s mounted from %s, want %s", it.Name, from, it.Value))
+		case it.ReadOnly && !m.ReadOnly:
+			problems = append(problems, "mounted read-write in the live process, want read-only")
+		default:
+			notes = append(notes, fmt.Sprintf("process has it from %s, %s", m.HostPath, mode(m.ReadOnly)))
+		}
+	}
+	ch.OK = len(problems) == 0
+	if ch.OK {
+		ch.Detail = strings.Join(notes, "; ")
+	} else {
+		ch.Detail = strings.Join(problems, "; ")
+	}
+	return ch
+}
+
+func mode(ro bool) string {
+	if ro {
+		return "read-only"
+	}
+	return "read-write"
+}
+
+// checkStored checks it at the first layer its point puts it in; it
+// returns a problem, or a note.
+func checkStored(it Item, layers []Layer, opts *runtime.RunContainerOptions) (problem, note string) {
+	oci := FindLayer(layers, LayerOCI)
+	switch {
+	case it.Kind == KindEnv && it.Point == inject.PointKubelet:
+		if opts == nil {
+			return "no RunContainerOptions stored", ""
+		}
+		i := slices.IndexFunc(opts.Envs, func(e env.Var) bool { return e.Name == it.Name })
+		if i < 0 {
+			return "not in the stored RunContainerOptions (was the pod created with other rules?)", ""
+		}
+		e := opts.Envs[i]
+		if e.Source == it.Source && e.Origin == it.Origin && e.Value == it.Value {
+			return "", ""
+		}
+		for _, o := range opts.Overrides {
+			if o.Name == it.Name && o.Loser.Source == it.Source && o.Loser.Origin == it.Origin && o.Winner.Value == e.Value {
+				return "", fmt.Sprintf("overridden by %s (%s) = %q under policy %q", o.Winner.Source, o.Winner.Origin, o.Winner.Value, o.Policy)
+			}
+		}
+		return fmt.Sprintf("RunContainerOptions has %s=%q from %s (%s), want %q from %s (%s)", e.Name, e.Value, e.Source, e.Origin, it.Value, it.Source, it.Origin), ""
+	case it.Kind == KindMount && it.Point == inject.PointKubelet:
+		return storedMount(FindLayer(layers, LayerOptions).mount(it.Name), it, "RunContainerOptions"), ""
+	case it.Kind == KindEnv && it.Point == inject.PointRuntime:
+		if v, ok := oci.envValue(it.Name); !ok || v != it.Value {
+			return fmt.Sprintf("config.json process.env lacks %s=%s", it.Name, it.Value), ""
+		}
+	case it.Kind == KindMount && it.Point == inject.PointRuntime:
+		return storedMount(oci.mount(it.Name), it, "config.json mounts"), ""
+	case it.Kind == KindMount && it.Point == inject.PointHook:
+		return storedMount(oci.hookMount(it.Name), it, "config.json hooks.createContainer"), ""
+	}
+	return "", ""
+}
+
+func storedMount(m *Mount, it Item, where string) string {
+	switch {
+	case m == nil:
+		return "not in the stored " + where + " (was the pod created with other rules?)"
+	case m.HostPath != it.Value:
+		return fmt.Sprintf("%s mounts %s from %s, want %s", where, it.Name, m.HostPath, it.Value)
+	case m.ReadOnly != it.ReadOnly:
+		return fmt.Sprintf("%s mounts %s %s, want %s", where, it.Name, mode(m.ReadOnly), mode(it.ReadOnly))
+	}
+	return ""
+}
+
+// RuleItems are everything rule r can inject (its env and mounts; for a CA
+// rule the bundle at every CA path, the certificate directory with
+// CA.Dirs, and the CA env unless at the hook point, which cannot set env).
+// cfg must have its defaults applied.
+func RuleItems(cfg inject.Config, r inject.Rule, caBundle string) []Item {
+	var out []Item
+	add := func(it Item) {
+		it.Source, it.Origin, it.Point = env.SourcePlatform, r.Name, r.Point
+		out = append(out, it)
+	}
+	for _, e := range r.Env {
+		add(Item{Kind: KindEnv, Name: e.Name, Value: e.Value})
+	}
+	for _, m := range r.Mounts {
+		add(Item{Kind: KindMount, Name: m.ContainerPath, Value: m.HostPath, ReadOnly: m.ReadOnly})
+	}
+	if !r.CA {
+		return out
+	}
+	if cfg.CA.Dirs {
+		add(Item{Kind: KindMount, Name: inject.CertsDir, Value: filepath.Join(filepath.Dir(caBundle), inject.CertsDirName), ReadOnly: true, CA: true})
+	}
+	for _, p := range cfg.CA.Paths {
+		add(Item{Kind: KindMount, Name: p, Value: caBundle, ReadOnly: true, CA: true})
+	}
+	if r.Point != inject.PointHook && len(cfg.CA.Paths) > 0 {
+		for _, n := range inject.CAEnv {
+			add(Item{Kind: KindEnv, Name: n, Value: cfg.CA.Paths[0], CA: true})
+		}
+	}
+	return out
+}
+
+// checkExcluded checks, for each rule inject.Resolve skipped for this
+// container, that none of that rule's items (apart from what applied
+// rules give it anyway) is at any layer.
+func checkExcluded(name string, rules Rules, inj *inject.Injection, expected []Item, layers []Layer, caBundle string) []Check {
+	cfg := rules.Injection.WithDefaults()
+	given := map[string]bool{}
+	for _, it := range expected {
+		given[it.key()] = true
+	}
+	var checks []Check
+	for _, s := range inj.Skipped {
+		ruleName, reason, _ := strings.Cut(s, ": ")
+		i := slices.IndexFunc(cfg.Rules, func(r inject.Rule) bool { return r.Name == ruleName })
+		if i < 0 {
+			continue
+		}
+		var forbidden []Item
+		for _, it := range RuleItems(cfg, cfg.Rules[i], caBundle) {
+			if !given[it.key()] {
+				forbidden = append(forbidden, it)
+			}
+		}
+		if len(forbidden) == 0 {
+			continue
+		}
+		ch := Check{Container: name, Item: "excluded by rule " + ruleName, OK: true, Detail: fmt.Sprintf("%s: none of its %s injected", reason, plural(len(forbidden), "item"))}
+		if found := findInjected(forbidden, layers); len(found) > 0 {
+			ch.OK = false
+			ch.Detail = reason + ", yet injected: " + strings.Join(found, "; ")
+		}
+		checks = append(checks, ch)
+	}
+	return checks
+}
+
+// findInjected says where items show up in layers ("env X at options, oci").
+// An env counts at the options layer only with the platform source, and at
+// the later layers only with the item's exact value and no container env
+// of that name in the options layer; a mount counts with its host path.
+func findInjected(items []Item, layers []Layer) []string {
+	opts := FindLayer(layers, LayerOptions)
+	var found []string
+	for _, it := range items {
+		var at []string
+		for i := range layers {
+			l := &layers[i]
+			if l.Error != "" || l.Name == LayerPodSpec {
+				continue
+			}
+			if injectedAt(l, opts, it) {
+				at = append(at, l.Name)
+			}
+		}
+		if len(at) > 0 {
+			found = append(found, it.Label()+" at "+strings.Join(at, ", "))
+		}
+	}
+	return found
+}
+
+func injectedAt(l, opts *Layer, it Item) bool {
+	switch it.Kind {
+	case KindEnv:
+		if l.Name == LayerOptions {
+			return slices.ContainsFunc(l.Env, func(e Env) bool { return e.Name == it.Name && e.Source == env.SourcePlatform })
+		}
+		if opts != nil && opts.Error == "" && slices.ContainsFunc(opts.Env, func(e Env) bool { return e.Name == it.Name && e.Source != env.SourcePlatform }) {
+			return false // the container's (or a device plugin's) own
+		}
+		v, ok := l.envValue(it.Name)
+		return ok && v == it.Value
+	case KindMount:
+		if m := l.mount(it.Name); m != nil && m.HostPath == it.Value {
+			return true
+		}
+		if m := l.hookMount(it.Name); m != nil && m.HostPath == it.Value {
+			return true
+		}
+	}
+	return false
+}
+
+// verifyPause checks that the pause process has none of the items any
+// rule or device plugin can inject.
+func verifyPause(p *state.Pod, rules Rules) []Check {
+	ch := Check{Container: PauseName, Item: "no injection"}
+	proc, err := PauseProcess(p)
+	if err != nil {
+		ch.Detail = err.Error()
+		return []Check{ch}
+	}
+	cfg := rules.Injection.WithDefaults()
+	caBundle := CABundlePath(PodDirOf(firstBundle(p)))
+	var all []Item
+	seen := map[string]bool{}
+	add := func(it Item) {
+		if !seen[it.key()] {
+			seen[it.key()] = true
+			all = append(all, it)
+		}
+	}
+	for _, r := range cfg.Rules {
+		for _, it := range RuleItems(cfg, r, caBundle) {
+			add(it)
+		}
+	}
+	for _, dp := range rules.DevicePlugins {
+		for _, e := range dp.Env {
+			add(Item{Kind: KindEnv, Name: e.Name, Value: e.Value})
+		}
+		for _, m := range dp.Mounts {
+			add(Item{Kind: KindMount, Name: m.ContainerPath, Value: m.HostPath})
+		}
+	}
+	pl := ProcessLayer(proc, nil)
+	var found []string
+	for _, it := range all {
+		switch it.Kind {
+		case KindEnv:
+			if v, ok := pl.envValue(it.Name); ok && v == it.Value {
+				found = append(found, fmt.Sprintf("env %s=%s", it.Name, v))
+			}
+		case KindMount:
+			if m := pl.mount(it.Name); m != nil {
+				found = append(found, "mount "+it.Name)
+			}
+		}
+	}
+	ch.OK = len(found) == 0
+	if ch.OK {
+		ch.Detail = fmt.Sprintf("pid %d: none of the %s the rules and device plugins can inject", proc.PID, plural(len(all), "item"))
+	} else {
+		ch.Detail = fmt.Sprintf("pid %d has: %s", proc.PID, strings.Join(found, "; "))
+	}
+	return []Check{ch}
+}
+
+// firstBundle is a bundle path of p, from which its pod dir follows ("" if none).
+func firstBundle(p *state.Pod) string {
+	for _, c := range p.Containers {
+		if c.Bundle != "" {
+			return c.Bundle
+		}
+	}
+	return ""
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
