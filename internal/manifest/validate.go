@@ -209,6 +209,12 @@ func (v *podValidator) container(c *corev1.Container, p *field.Path, volumes set
 		v.add(field.Duplicate(p.Child("name"), c.Name))
 	}
 	seen.Insert(c.Name)
+	for i, a := range c.Command {
+		v.varRefs(p.Child("command").Index(i), a)
+	}
+	for i, a := range c.Args {
+		v.varRefs(p.Child("args").Index(i), a)
+	}
 
 	if c.Image == "" {
 		v.add(field.Required(p.Child("image"), ""))
@@ -280,6 +286,7 @@ func (v *podValidator) envVar(e *corev1.EnvVar, p *field.Path) {
 			v.add(field.Invalid(p.Child("name"), e.Name, msg))
 		}
 	}
+	v.varRefs(p.Child("value"), e.Value)
 	vf := e.ValueFrom
 	if vf == nil {
 		return
@@ -798,4 +805,31 @@ func validateKey(p *field.Path, k string) field.ErrorList {
 		errs = append(errs, field.Invalid(p, k, msg))
 	}
 	return errs
+}
+
+// varRefs rejects malformed $(VAR) references: an unterminated "$(" or an
+// empty "$()". The kubelet would pass them through as literal text, which
+// is almost always a typo; "$$(" stays the escape for a literal "$(".
+func (v *podValidator) varRefs(p *field.Path, s string) {
+	for i := 0; i < len(s)-1; i++ {
+		if s[i] != '$' {
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			switch {
+			case end < 0:
+				v.add(field.Invalid(p, s, "unterminated $(VAR) reference (write $$( for a literal $()"))
+				return
+			case end == 0:
+				v.add(field.Invalid(p, s, "empty $() reference"))
+			}
+			if end > 0 {
+				i += end + 2
+			}
+		}
+	}
 }
