@@ -6,7 +6,7 @@ PREFIX   ?= /usr/local
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build setup install demo test unit-test root-test bench lint clean
+.PHONY: all build setup install demo test unit-test fuzz soak bench lint clean
 
 all: build
 
@@ -32,6 +32,17 @@ test: setup build
 
 unit-test:
 	$(GO) test ./...
+
+# Fuzz each target for FUZZTIME (CI: a short bounded run; longer by hand).
+FUZZTIME ?= 15s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/manifest
+	$(GO) test -run '^$$' -fuzz '^FuzzExpand$$' -fuzztime $(FUZZTIME) ./runtime/env
+	$(GO) test -run '^$$' -fuzz '^FuzzUnpackLayer$$' -fuzztime $(FUZZTIME) ./rootfs
+
+# 1,000 cycles sequentially and at concurrency 4, then a leak check (minutes).
+soak: setup build
+	./scripts/soak.sh -n $(or $(N),1000) -c 4
 
 bench: setup build
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./...

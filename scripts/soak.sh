@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# soak.sh [-n N] [-c C] [-f POD.yaml]: N full pod cycles (run → first
+# container exit → rm) sequentially, then N at concurrency C; afterwards the
+# leak checker must be clean, the podlab0 bridge must hold no ports and the
+# host-local range must hold no leases. Prints counts and timings. Not run in
+# CI (minutes); its figures go in closing notes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n=1000 c=4 pod=""
+while getopts "n:c:f:" o; do case $o in n) n=$OPTARG;; c) c=$OPTARG;; f) pod=$OPTARG;; *) exit 2;; esac; done
+bin=./bin/podlab
+[ -x "$bin" ] || { echo "build first: make build" >&2; exit 1; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+if [ -z "$pod" ]; then
+  pod=$tmp/pod.yaml
+  cat > "$pod" <<'Y'
+apiVersion: v1
+kind: Pod
+metadata: {name: soak}
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 0
+  containers:
+  - {name: app, image: busybox, command: ["true"], env: [{name: SOAK, value: "1"}]}
+Y
+fi
+
+cycle() { # cycle NAME
+  sed "s/name: soak}/name: $1}/" "$pod" | "$bin" run -q -f - >/dev/null || { echo "run $1 failed" >&2; return 1; }
+  "$bin" rm "$1" >/dev/null || { echo "rm $1 failed" >&2; return 1; }
+}
+export -f cycle; export bin pod
+
+fail=0
+t0=$(date +%s.%N)
+for i in $(seq 1 "$n"); do cycle "soak-s$i" || fail=$((fail+1)); done
+t1=$(date +%s.%N)
+seq 1 "$n" | xargs -P "$c" -I{} bash -c 'cycle soak-c{}' || fail=$((fail+1))
+t2=$(date +%s.%N)
+
+leaks=$(../shared/tools/leakcheck 2>/dev/null || true)
+ports=$(ip -o link show master podlab0 2>/dev/null | wc -l)
+leases=$(find /var/lib/cni/networks/podlab -maxdepth 1 -type f ! -name 'last_reserved_ip*' ! -name lock 2>/dev/null | wc -l)
+printf 'sequential: %d cycles in %.1fs (%.1f/s)\n' "$n" "$(echo "$t1-$t0" | bc)" "$(echo "$n/($t1-$t0)" | bc -l)"
+printf 'concurrency %d: %d cycles in %.1fs (%.1f/s)\n' "$c" "$n" "$(echo "$t2-$t1" | bc)" "$(echo "$n/($t2-$t1)" | bc -l)"
+echo "failed cycles: $fail; bridge ports left: $ports; leases left: $leases"
+if [ -n "$leaks" ]; then echo "leaks:"; echo "$leaks"; fi
+[ "$fail" = 0 ] && [ "$ports" = 0 ] && [ "$leases" = 0 ] && [ -z "$leaks" ]
