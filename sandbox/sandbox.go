@@ -212,12 +212,15 @@ func (m *Manager) startPause(p *state.Pod) error {
 	spec := pauseSpec(rootfs, p.Hostname, filepath.Join(p.CgroupPath, "pause"), pauseNamespaces{
 		NetNSPath: p.NetNS, HostPID: p.HostPID, HostIPC: p.HostIPC,
 	})
-	pid, err := m.OCI.Run(p.ID, spec, oci.Stdio{})
+	pause, err := m.OCI.Start(p.ID, "", spec, oci.Stdio{})
 	if err != nil {
 		return err
 	}
-	p.PausePID = pid
-	p.PauseStart, _ = proc.StartTime(pid)
+	// This process is the pause's parent until it exits: reap the pause if
+	// it dies first (a long-lived caller such as bench would collect zombies).
+	go pause.Wait()
+	p.PausePID = pause.Pid
+	p.PauseStart, _ = proc.StartTime(pause.Pid)
 	return nil
 }
 
