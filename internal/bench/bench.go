@@ -25,7 +25,6 @@ import (
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/runtime"
-	"golang.org/x/sys/unix"
 )
 
 // Options configure a run.
@@ -473,7 +472,6 @@ func (b *bencher) cycle(ctx context.Context, i int) (cy Cycle) {
 		cy.Err = leftoverPrefix + cy.Err
 		return cy
 	}
-	reapPause(p)
 	lock.UnlockAndRemove()
 	return cy
 }
@@ -530,17 +528,6 @@ func (b *bencher) wait(ctx context.Context, p *state.Pod, cy *Cycle) error {
 	}
 }
 
-// reapPause reaps the pod's pause once it is dead. libcontainer started it
-// as a child of this process and nothing waits for it: in a long-running
-// bench every cycle would otherwise leave a zombie (a CLI command exits
-// and init reaps them). Waiting for that one pid steals no one's status.
-func reapPause(p *state.Pod) {
-	if p.PausePID > 0 {
-		var ws unix.WaitStatus
-		unix.Wait4(p.PausePID, &ws, unix.WNOHANG, nil)
-	}
-}
-
 // startLive starts live pod i and leaves it up.
 func (b *bencher) startLive(ctx context.Context, i int) (*state.Pod, error) {
 	mf, err := manifest.Parse(b.o.Manifest)
@@ -578,7 +565,6 @@ func (b *bencher) remove(p *state.Pod) error {
 		lock.Unlock()
 		return err
 	}
-	reapPause(p)
 	lock.UnlockAndRemove()
 	return nil
 }
