@@ -1,0 +1,155 @@
+# shellcheck shell=bash
+# scripts/peers/lib.sh: helpers shared by bench-peers.sh, peers/scale-curve.sh
+# and gen-benchmarks-doc.sh. Sourced, never run. Pure bash + awk: the timing
+# loops fork nothing beyond the command being timed.
+#
+# Times are integers in microseconds, from bash's EPOCHREALTIME (µs
+# resolution, no fork). Percentiles are nearest-rank (the smallest sample
+# such that at least p% of the samples are ≤ it — always an observed value),
+# the same definition as `podlab bench`.
+
+# now: the current time in µs, into the variable named by $1.
+now() { printf -v "$1" '%s' "${EPOCHREALTIME//[.,]/}"; }
+
+# stats_tsv < "round<TAB>metric<TAB>µs" lines: one line per metric,
+# "metric n p50 p90 p99 min max mean" (µs, tab-separated), metrics sorted.
+stats_tsv() {
+  LC_ALL=C sort -t "$(printf '\t')" -k2,2 -k3,3n | awk -F '\t' -v OFS='\t' '
+    function rank(p,   k) { k = int((p * n + 99) / 100); if (k < 1) k = 1; if (k > n) k = n; return v[k] }
+    function flush() {
+      if (n == 0) return
+      printf "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", m, n, rank(50), rank(90), rank(99), v[1], v[n], sum / n
+    }
+    $2 != m { flush(); m = $2; n = 0; sum = 0 }
+    { v[++n] = $3; sum += $3 }
+    END { flush() }'
+}
+
+# fmt_ms US: µs as milliseconds, 2 decimals under 10 ms, 1 above.
+fmt_ms() {
+  awk -v u="$1" 'BEGIN { if (u == "") { print "–"; exit } ms = u / 1000; if (ms < 10) printf "%.2f", ms; else printf "%.1f", ms }'
+}
+
+# ratio A B: A/B with 2 decimals ("–" when either is missing or B is 0).
+ratio() {
+  awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "–"; else printf "%.2f", a / b }'
+}
+
+# parse_stage_table PHASE ROUND < podlab's stage table (trace.WriteTable:
+# "STAGE START DURATION WATERFALL", durations in ms, child stages indented
+# by two spaces): "round<TAB>phase/stage<TAB>µs" lines, children as
+# "parent › child".
+parse_stage_table() {
+  awk -v phase="$1" -v round="$2" -v OFS='\t' '
+    NR == 1 && $1 == "STAGE" { next }
+    {
+      if (!match($0, /[ ]+[0-9.]+ms[ ]+[0-9.]+ms/)) next
+      name = substr($0, 1, RSTART - 1); rest = substr($0, RSTART, RLENGTH)
+      child = (name ~ /^  /)
+      sub(/^ +/, "", name); sub(/ +$/, "", name)
+      split(rest, f, " "); d = f[2]; sub(/ms$/, "", d)
+      if (child) name = parent " › " name; else parent = name
+      printf "%s\t%s/%s\t%d\n", round, phase, name, d * 1000 + 0.5
+    }'
+}
+
+# machine_md: a markdown description of this host (one bullet per line).
+machine_md() {
+  local cpu cores mem kernel os cg virt
+  cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+  cores=$(nproc)
+  mem=$(awk '/^MemTotal:/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
+  kernel="$(uname -sr) ($(uname -m))"
+  os=$(. /etc/os-release 2>/dev/null && echo "${PRETTY_NAME:-unknown}")
+  if [ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" = cgroup2fs ]; then
+    cg="v2 (unified)"
+  elif [ -d /sys/fs/cgroup/unified ] && [ "$(stat -fc %T /sys/fs/cgroup/unified 2>/dev/null)" = cgroup2fs ]; then
+    cg="hybrid: $(awk '$3 == "cgroup" { n++ } END { print n + 0 }' /proc/mounts) v1 hierarchies (controllers + name=systemd) and v2 at /sys/fs/cgroup/unified"
+  else
+    cg="v1"
+  fi
+  virt=$(grep -qw hypervisor /proc/cpuinfo && echo "virtual machine (hypervisor flag set)" || echo "no hypervisor flag")
+  echo "- CPU: ${cpu:-unknown}, ${cores} cores online ($virt)"
+  echo "- Memory: $mem"
+  echo "- Kernel: $kernel; OS: $os"
+  echo "- cgroups: $cg"
+}
+
+# snapshot_podlab BIN DIR: copy podlab and the podlab-pause next to it (podlab
+# looks for its pause there) into DIR.
+snapshot_podlab() {
+  mkdir -p "$2"
+  cp "$1" "$2/podlab"
+  if [ -x "$(dirname "$1")/podlab-pause" ]; then cp "$(dirname "$1")/podlab-pause" "$2/podlab-pause"; fi
+}
+
+# podlab_setup PODLAB WORK ROOTFS: a private podlab config (image and log dirs
+# under WORK; state, netns and CNI are the defaults: they are host-wide by
+# nature) with ROOTFS imported as busybox:latest. Sets PL_CFG, PL_STATE.
+podlab_setup() {
+  local podlab=$1 work=$2 rootfs=$3
+  mkdir -p "$work/podlab"
+  PL_CFG=$work/podlab/config.yaml
+  cat > "$PL_CFG" <<EOF
+# bench-peers: private image store and logs, defaults for everything else.
+imageDir: $work/podlab/images
+logDir: $work/podlab/logs
+EOF
+  "$podlab" --config "$PL_CFG" image import busybox:latest "$rootfs" >/dev/null
+  PL_STATE=$("$podlab" --config "$PL_CFG" config | awk '$1 == "stateDir:" { print $2 }')
+  PL_STATE=${PL_STATE:-/run/podlab}
+}
+
+# podlab_manifest NAME COMMAND...: a one-container pod, busybox, restartPolicy
+# Never, with an env var (CA injection comes from podlab's default config).
+podlab_manifest() {
+  local name=$1; shift
+  local args="" a
+  for a in "$@"; do args+="${args:+, }\"$a\""; done
+  cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $name
+  namespace: default
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 0
+  containers:
+  - name: app
+    image: busybox
+    command: [$args]
+    env:
+    - name: GREETING
+      value: hello
+EOF
+}
+
+# podlab_ctr_pid ID: the first container's pid from the pod's state record
+# (bash builtins only: this runs inside a timed region). Sets REPLY.
+podlab_ctr_pid() {
+  local line re='^[[:space:]]*"pid":[[:space:]]*([0-9]+)'
+  REPLY=""
+  while IFS= read -r line; do
+    if [[ $line =~ $re ]]; then REPLY=${BASH_REMATCH[1]}; return 0; fi
+  done < "$PL_STATE/pods/$1/pod.json"
+  return 1
+}
+
+# wait_gone PID: until PID has exited (gone or a zombie), polling every
+# 0.2 ms without forking. Needs SLEEP_FD (a fifo opened read-write).
+wait_gone() {
+  local st rest i
+  for ((i = 0; i < 50000; i++)); do   # ≤ ~10 s
+    { read -r _ _ st rest < "/proc/$1/stat"; } 2>/dev/null || return 0
+    [ "$st" = Z ] && return 0
+    read -r -t 0.0002 -u "$SLEEP_FD" _ || :
+  done
+  return 1
+}
+
+# open_sleep_fd DIR: the fifo wait_gone sleeps on.
+open_sleep_fd() {
+  mkfifo "$1/sleep.fifo"
+  exec {SLEEP_FD}<>"$1/sleep.fifo"
+}
