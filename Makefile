@@ -6,7 +6,7 @@ PREFIX   ?= /usr/local
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build setup install demo test unit-test fuzz soak bench lint clean
+.PHONY: all build setup install demo test unit-test fuzz soak bench lint clean docs check-docs
 
 all: build
 
@@ -39,6 +39,16 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/manifest
 	$(GO) test -run '^$$' -fuzz '^FuzzExpand$$' -fuzztime $(FUZZTIME) ./runtime/env
 	$(GO) test -run '^$$' -fuzz '^FuzzUnpackLayer$$' -fuzztime $(FUZZTIME) ./rootfs
+
+# docs/*.md from docs/src/*.md.in, with real (masked) podlab output.
+docs: setup build
+	./scripts/setup.sh
+	./scripts/gen-docs.sh
+
+# What CI checks: the docs have not drifted, and every example runs.
+check-docs: setup build
+	./scripts/setup.sh
+	./scripts/check-docs.sh
 
 # 1,000 cycles sequentially and at concurrency 4, then a leak check (minutes).
 soak: setup build

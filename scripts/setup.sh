@@ -65,4 +65,6 @@ if [ -x bin/podlab ]; then
     say "imported image busybox:latest from $(command -v busybox)"
   fi
 fi
+# The demo's image podlab-demo:latest (busybox + test/tlsprobe), once podlab is built.
+if [ -x bin/podlab ]; then ./scripts/demo-image.sh; fi
 say "done"

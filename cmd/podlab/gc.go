@@ -13,7 +13,7 @@ import (
 )
 
 func newGCCmd(g *globalFlags) *cobra.Command {
-	var dryRun bool
+	var dryRun, cniGC bool
 	cmd := &cobra.Command{
 		Use:   "gc",
 		Short: "Remove what crashed or killed podlab runs left behind",
@@ -72,8 +72,10 @@ left alone, and gc touches only what podlab's records name.`,
 				}
 				fmt.Printf("%s pod %s (%s): %s\n", verb, cur.Key(), state.ShortID(cur.ID), reason)
 			}
-			// CNI GC with the pods that remain as the valid attachments.
-			if !dryRun {
+			// CNI GC with the pods that remain as the valid attachments. Opt-in:
+			// host-local's leases are per network, not per state dir, so it
+			// would release the leases of pods recorded in another state dir.
+			if cniGC && !dryRun {
 				remaining, _, err := m.Store.List()
 				if err != nil {
 					return err
@@ -100,5 +102,6 @@ left alone, and gc touches only what podlab's records name.`,
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only report what would be removed")
+	cmd.Flags().BoolVar(&cniGC, "cni-gc", false, "also run CNI GC on podlab's networks, keeping only this state dir's pods' attachments (not when several state dirs share a network)")
 	return cmd
 }

@@ -33,6 +33,7 @@ func newImageCmd(g *globalFlags) *cobra.Command {
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List images",
+		Example: "  sudo podlab image ls\n  sudo podlab image ls -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := g.images()
@@ -58,7 +59,10 @@ func newImageCmd(g *globalFlags) *cobra.Command {
 	imp := &cobra.Command{
 		Use:   "import NAME[:TAG] PATH",
 		Short: "Import a rootfs directory, an OCI image layout, or a docker-save / OCI archive tar",
-		Args:  cobra.ExactArgs(2),
+		Example: `  sudo podlab image import busybox:latest /tmp/rootfs   # a directory (scripts/busybox-rootfs.sh makes one)
+  sudo podlab image import alpine:3 alpine.tar          # docker save, or an OCI archive
+  sudo podlab image import myapp:1 ./oci-layout         # an OCI image layout directory`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := g.images()
 			if err != nil {
@@ -73,9 +77,10 @@ func newImageCmd(g *globalFlags) *cobra.Command {
 		},
 	}
 	rm := &cobra.Command{
-		Use:   "rm NAME[:TAG]...",
-		Short: "Remove images (and the layers no other image uses)",
-		Args:  cobra.MinimumNArgs(1),
+		Use:     "rm NAME[:TAG]...",
+		Short:   "Remove images (and the layers no other image uses)",
+		Example: "  sudo podlab image rm alpine:3\n  sudo podlab image rm podlab-demo:latest busybox:latest",
+		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := g.images()
 			if err != nil {

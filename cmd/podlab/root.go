@@ -64,6 +64,25 @@ with runc's libcontainer. Every stage is timed.`,
 		newDemoCmd(g),
 		newGCCmd(g),
 	)
+	root.InitDefaultCompletionCmd()
+	root.InitDefaultHelpCmd()
+	shellExamples := map[string]string{
+		"bash":       "  source <(podlab completion bash)\n  podlab completion bash | sudo tee /etc/bash_completion.d/podlab",
+		"zsh":        `  podlab completion zsh > "${fpath[1]}/_podlab"`,
+		"fish":       "  podlab completion fish > ~/.config/fish/completions/podlab.fish",
+		"powershell": "  podlab completion powershell | Out-String | Invoke-Expression",
+	}
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "completion":
+			c.Example = "  source <(podlab completion bash)\n  podlab completion zsh > \"${fpath[1]}/_podlab\""
+			for _, sh := range c.Commands() {
+				sh.Example = shellExamples[sh.Name()]
+			}
+		case "help":
+			c.Example = "  podlab help inspect\n  podlab help image import"
+		}
+	}
 	return root
 }
 

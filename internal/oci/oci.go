@@ -163,7 +163,7 @@ func (r *Runtime) Signal(id string, sig os.Signal) error {
 	if err != nil {
 		return fmt.Errorf("loading container %s: %w", id, err)
 	}
-	if err := c.Signal(sig); err != nil && !errors.Is(err, libcontainer.ErrNotRunning) {
+	if err := c.Signal(sig); err != nil && !notRunning(err) {
 		return fmt.Errorf("signalling container %s: %w", id, err)
 	}
 	return nil
@@ -217,13 +217,13 @@ func (r *Runtime) Stop(id string, grace time.Duration) error {
 		return fmt.Errorf("loading container %s: %w", id, err)
 	}
 	if running(c) {
-		if err := c.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, libcontainer.ErrNotRunning) {
+		if err := c.Signal(syscall.SIGTERM); err != nil && !notRunning(err) {
 			return fmt.Errorf("stopping container %s: %w", id, err)
 		}
 		waitStopped(c, grace)
 	}
 	if running(c) {
-		if err := c.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, libcontainer.ErrNotRunning) {
+		if err := c.Signal(syscall.SIGKILL); err != nil && !notRunning(err) {
 			return fmt.Errorf("killing container %s: %w", id, err)
 		}
 		if !waitStopped(c, 10*time.Second) {
@@ -291,4 +291,10 @@ func (r *Runtime) List() ([]string, error) {
 		}
 	}
 	return ids, nil
+}
+
+// notRunning reports errors that mean the process is already gone: a
+// container init can exit between a status check and the signal.
+func notRunning(err error) bool {
+	return errors.Is(err, libcontainer.ErrNotRunning) || errors.Is(err, os.ErrProcessDone)
 }
