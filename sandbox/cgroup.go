@@ -29,6 +29,15 @@ func createPodCgroup(path string) error {
 	if err := m.Apply(-1); err != nil { // -1: create, put no process in it
 		return fmt.Errorf("creating pod cgroup %s: %w", path, err)
 	}
+	// The manager skips hierarchies it has no resources for (devices here,
+	// named ones). Create the pod's dir in each of them too: otherwise the
+	// shared parent stays empty there and a concurrent teardown removes it
+	// while this pod's containers are about to mkdir beneath it.
+	for _, mnt := range cgroupMounts() {
+		if err := os.MkdirAll(filepath.Join(mnt, path), 0o755); err != nil {
+			return fmt.Errorf("creating pod cgroup %s in %s: %w", path, mnt, err)
+		}
+	}
 	return nil
 }
 

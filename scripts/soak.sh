@@ -25,18 +25,24 @@ spec:
 Y
 fi
 
-cycle() { # cycle NAME
-  sed "s/name: soak}/name: $1}/" "$pod" | "$bin" run -q -f - >/dev/null || { echo "run $1 failed" >&2; return 1; }
-  "$bin" rm "$1" >/dev/null || { echo "rm $1 failed" >&2; return 1; }
+failures=$tmp/failures
+: > "$failures"
+cycle() { # cycle NAME: one line in $failures per failed cycle
+  if ! sed "s/name: soak}/name: $1}/" "$pod" | "$bin" run -q -f - >/dev/null; then
+    echo "run $1 failed" | tee -a "$failures" >&2
+    "$bin" rm -f "$1" >/dev/null 2>&1 || true
+    return 0
+  fi
+  "$bin" rm "$1" >/dev/null || echo "rm $1 failed" | tee -a "$failures" >&2
 }
-export -f cycle; export bin pod
+export -f cycle; export bin pod failures
 
-fail=0
 t0=$(date +%s.%N)
-for i in $(seq 1 "$n"); do cycle "soak-s$i" || fail=$((fail+1)); done
+for i in $(seq 1 "$n"); do cycle "soak-s$i"; done
 t1=$(date +%s.%N)
-seq 1 "$n" | xargs -P "$c" -I{} bash -c 'cycle soak-c{}' || fail=$((fail+1))
+seq 1 "$n" | xargs -P "$c" -I{} bash -c 'cycle soak-c{}'
 t2=$(date +%s.%N)
+fail=$(wc -l < "$failures")
 
 leaks=$(../shared/tools/leakcheck 2>/dev/null || true)
 ports=$(ip -o link show master podlab0 2>/dev/null | wc -l)
