@@ -18,6 +18,7 @@ import (
 	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/testutil"
+	"github.com/podlab/podlab/internal/testutil/podtest"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/runtime/inject"
 )
@@ -33,8 +34,8 @@ func newTestRuntime(t *testing.T, edit func(*config.Config)) *Runtime {
 	cfg := config.Default()
 	cfg.StateDir = filepath.Join(dir, "state")
 	cfg.LogDir = filepath.Join(dir, "logs")
-	cfg.ImageDir = imageDir
-	cfg.PauseBinary = pauseBinary
+	cfg.ImageDir = podtest.ImageDir
+	cfg.PauseBinary = podtest.PauseBinary
 	cfg.StopGracePeriodSeconds = 2
 	if edit != nil {
 		edit(cfg)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/podlab/podlab/internal/config"
 	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/proc"
@@ -311,4 +313,27 @@ func (r *Runtime) killShim(p *state.Pod) {
 		syscall.Kill(p.ShimPID, syscall.SIGKILL)
 		r.waitShim(p, 5*time.Second)
 	}
+}
+
+// ShimMain is `podlab shim --pod ID --config PATH` for binaries that are not
+// the podlab CLI (root tests re-executed as the shim).
+func ShimMain(args []string) int {
+	fs := flag.NewFlagSet("shim", flag.ContinueOnError)
+	pod := fs.String("pod", "", "pod id")
+	cfgPath := fs.String("config", "", "config file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err == nil {
+		var rt *Runtime
+		if rt, err = New(cfg, *cfgPath); err == nil {
+			err = rt.RunShim(*pod, os.NewFile(3, "status"))
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
 }

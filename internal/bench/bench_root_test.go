@@ -12,6 +12,7 @@ import (
 
 	"github.com/podlab/podlab/internal/config"
 	"github.com/podlab/podlab/internal/testutil"
+	"github.com/podlab/podlab/internal/testutil/podtest"
 	"github.com/podlab/podlab/runtime"
 )
 
@@ -26,8 +27,8 @@ func newTestRuntime(t *testing.T) *runtime.Runtime {
 	cfg := config.Default()
 	cfg.StateDir = filepath.Join(dir, "state")
 	cfg.LogDir = filepath.Join(dir, "logs")
-	cfg.ImageDir = imageDir
-	cfg.PauseBinary = pauseBinary
+	cfg.ImageDir = podtest.ImageDir
+	cfg.PauseBinary = podtest.PauseBinary
 	cfg.StopGracePeriodSeconds = 2
 	data, err := yaml.Marshal(cfg)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/podlab/podlab/internal/manifest"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/testutil"
+	"github.com/podlab/podlab/internal/testutil/podtest"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/runtime"
 	"github.com/podlab/podlab/runtime/inject"
@@ -36,8 +37,8 @@ func newTestRuntime(t *testing.T, edit func(*config.Config)) *runtime.Runtime {
 	cfg := config.Default()
 	cfg.StateDir = filepath.Join(dir, "state")
 	cfg.LogDir = filepath.Join(dir, "logs")
-	cfg.ImageDir = imageDir
-	cfg.PauseBinary = pauseBinary
+	cfg.ImageDir = podtest.ImageDir
+	cfg.PauseBinary = podtest.PauseBinary
 	cfg.StopGracePeriodSeconds = 2
 	if edit != nil {
 		edit(cfg)

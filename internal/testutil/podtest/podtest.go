@@ -1,0 +1,95 @@
+// Package podtest is the TestMain of root tests that run real pods: the
+// test binary stands in for podlab (libcontainer's init re-exec, the shim,
+// the createContainer hook), and a pause binary and a busybox image are
+// built once per package.
+package podtest
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/podlab/podlab/internal/oci"
+	"github.com/podlab/podlab/rootfs"
+	"github.com/podlab/podlab/runtime/inject"
+)
+
+var (
+	// PauseBinary is a freshly built pause program.
+	PauseBinary string
+	// ImageDir is an image store holding busybox:latest.
+	ImageDir string
+)
+
+// Main is TestMain: shim is runtime.ShimMain (passed in, so that the
+// runtime package's own tests can use this package too).
+func Main(m *testing.M, shim func(args []string) int) {
+	oci.Init() // the libcontainer init re-exec enters here
+	if len(os.Args) > 1 && os.Args[1] == "shim" {
+		os.Exit(shim(os.Args[2:]))
+	}
+	if len(os.Args) > 2 && os.Args[1] == "hook" && os.Args[2] == "create-container" {
+		os.Exit(hookMain())
+	}
+	flag.Parse()
+	os.Exit(run(m))
+}
+
+// hookMain is `podlab hook create-container`.
+func hookMain() int {
+	mounts, err := inject.DecodeHookMounts(os.Getenv(inject.HookMountsEnv))
+	if err == nil {
+		err = inject.RunCreateContainerHook(os.Stdin, mounts)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+}
+
+func run(m *testing.M) int {
+	if os.Geteuid() != 0 {
+		return m.Run() // root tests skip (or fail under CI=true) on their own
+	}
+	dir, err := os.MkdirTemp("", "podlab-podtest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	root := repoRoot()
+	PauseBinary = filepath.Join(dir, "podlab-pause")
+	build := exec.Command("go", "build", "-o", PauseBinary, "./pause")
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building pause: %v\n%s", err, out)
+		return 1
+	}
+	rootfsDir := filepath.Join(dir, "busybox")
+	if out, err := exec.Command(filepath.Join(root, "scripts", "busybox-rootfs.sh"), rootfsDir).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "busybox rootfs: %v\n%s", err, out)
+		return 1
+	}
+	ImageDir = filepath.Join(dir, "images")
+	store, err := rootfs.Open(ImageDir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if _, err := store.Import("busybox:latest", rootfsDir); err != nil {
+		fmt.Fprintln(os.Stderr, "importing busybox:", err)
+		return 1
+	}
+	return m.Run()
+}
