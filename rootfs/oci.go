@@ -40,6 +40,14 @@ type layerSource struct {
 	open   func() (io.ReadCloser, error)
 }
 
+// Non-distributable ("foreign") layer media types: deprecated for writers
+// by image-spec, still found in archives, so readers accept them.
+const (
+	mediaTypeNonDistributable     = "application/vnd.oci.image.layer.nondistributable.v1.tar"
+	mediaTypeNonDistributableGzip = "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip"
+	mediaTypeNonDistributableZstd = "application/vnd.oci.image.layer.nondistributable.v1.tar+zstd"
+)
+
 func isIndex(mt string) bool    { return mt == ocispec.MediaTypeImageIndex || mt == dockerManifestList }
 func isManifest(mt string) bool { return mt == ocispec.MediaTypeImageManifest || mt == dockerManifest }
 
@@ -93,9 +101,9 @@ func planOCI(src source, ref string) (*importPlan, error) {
 	for i, l := range manifest.Layers {
 		switch l.MediaType {
 		case ocispec.MediaTypeImageLayer, ocispec.MediaTypeImageLayerGzip,
-			ocispec.MediaTypeImageLayerNonDistributable, ocispec.MediaTypeImageLayerNonDistributableGzip, //nolint:staticcheck // still found in archives
+			mediaTypeNonDistributable, mediaTypeNonDistributableGzip,
 			dockerLayerGzip, dockerLayerForeign:
-		case ocispec.MediaTypeImageLayerZstd, ocispec.MediaTypeImageLayerNonDistributableZstd: //nolint:staticcheck
+		case ocispec.MediaTypeImageLayerZstd, mediaTypeNonDistributableZstd:
 			return nil, fmt.Errorf("layer %d (%s): %w", i+1, l.Digest, errZstd)
 		default:
 			return nil, fmt.Errorf("layer %d (%s) has unsupported media type %q", i+1, l.Digest, l.MediaType)

@@ -123,7 +123,7 @@ func openTarSource(p string) (*tarSource, error) {
 			continue
 		}
 		switch hdr.Typeflag {
-		case tar.TypeReg, tar.TypeRegA:
+		case tar.TypeReg: // archive/tar reports old TypeRegA entries as TypeReg
 			if hasSparse(hdr) {
 				continue
 			}

@@ -387,7 +387,9 @@ func (s *Store) writeRecord(rec record) error {
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(append(raw, '\n')); err == nil {
+	// err must be the outer one: a failed write or sync is a failed save.
+	_, err = f.Write(append(raw, '\n'))
+	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

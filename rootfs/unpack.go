@@ -227,7 +227,7 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 		}
 		return u.dir(name, target, hdr)
 
-	case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse:
+	case tar.TypeReg, tar.TypeGNUSparse: // archive/tar reports old TypeRegA entries as TypeReg
 		u.total += hdr.Size
 		if u.total > limit {
 			return fmt.Errorf("layer is larger than the %d-byte limit (uncompressed)", limit)

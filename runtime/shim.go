@@ -101,10 +101,7 @@ func (r *Runtime) RunShim(podID string, status *os.File) error {
 		return err
 	}
 	rep := &shimReport{Containers: map[string]shimContainer{}}
-	var (
-		wg      sync.WaitGroup
-		running []*shimRun
-	)
+	var wg sync.WaitGroup
 	report := func() {
 		data, _ := json.Marshal(rep)
 		status.Write(data)
@@ -120,7 +117,6 @@ func (r *Runtime) RunShim(podID string, status *os.File) error {
 		if err := failpoint.Hit("shim-after-ctr-" + c.Name + "-start"); err != nil {
 			rep.Error = err.Error()
 			rep.Containers[c.ID] = sc
-			running = append(running, run)
 			wg.Add(1)
 			go func() { defer wg.Done(); run.wait() }()
 			break
@@ -138,7 +134,6 @@ func (r *Runtime) RunShim(podID string, status *os.File) error {
 			continue
 		}
 		rep.Containers[c.ID] = sc
-		running = append(running, run)
 		wg.Add(1)
 		go func() { defer wg.Done(); run.wait() }()
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"path/filepath"
 	"strings"
 	"time"
@@ -69,18 +68,12 @@ func firstConflist(dir string) (*libcni.NetworkConfigList, error) {
 		return nil, fmt.Errorf("cni.confDir %s: no network configuration found", dir)
 	}
 	f := files[0]
-	if strings.HasSuffix(f, ".conflist") {
-		l, err := libcni.ConfListFromFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("cni.confDir: %s: %w", f, err)
-		}
-		return l, nil
-	}
-	one, err := libcni.ConfFromFile(f)
+	// NetworkConfFromFile reads a .conflist, or a single .conf as a list of one.
+	l, err := libcni.NetworkConfFromFile(f)
 	if err != nil {
 		return nil, fmt.Errorf("cni.confDir: %s: %w", f, err)
 	}
-	return libcni.ConfListFromConf(one)
+	return l, nil
 }
 
 // timedExec runs CNI plugins with a per-invocation timeout and records a
@@ -203,19 +196,6 @@ func (c *cniClient) del(ctx context.Context, rec *trace.Recorder, parent string,
 		return fmt.Errorf("CNI DEL of network %q: %w", net.list.Name, err)
 	}
 	return nil
-}
-
-// firstIPv4 picks the pod's primary IPv4 address.
-func firstIPv4(ips []string) string {
-	for _, s := range ips {
-		if ip := net.ParseIP(s); ip != nil && ip.To4() != nil {
-			return s
-		}
-	}
-	if len(ips) > 0 {
-		return ips[0]
-	}
-	return ""
 }
 
 // GCNetworks runs CNI GC (spec 1.1) on each of podlab's networks, naming the

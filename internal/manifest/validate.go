@@ -485,7 +485,7 @@ func (v *podValidator) resources(r *corev1.ResourceRequirements, p *field.Path) 
 	check := func(list corev1.ResourceList, lp *field.Path) {
 		for _, name := range sortedKeys(list) {
 			q := list[name]
-			for _, msg := range content.IsQualifiedName(string(name)) {
+			for _, msg := range content.IsLabelKey(string(name)) {
 				v.add(field.Invalid(lp.Key(string(name)), name, msg))
 			}
 			if q.Sign() < 0 {

@@ -30,7 +30,12 @@ func ReadProcess(pid int) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the environment of pid %d: %w", pid, err)
 	}
-	mounts, err := mountinfo.PidMountInfo(pid)
+	mf, err := os.Open(fmt.Sprintf("/proc/%d/mountinfo", pid))
+	if err != nil {
+		return nil, fmt.Errorf("reading the mounts of pid %d: %w", pid, err)
+	}
+	mounts, err := mountinfo.GetMountsFromReader(mf, nil)
+	mf.Close()
 	if err != nil {
 		return nil, fmt.Errorf("reading the mounts of pid %d: %w", pid, err)
 	}
