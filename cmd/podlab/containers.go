@@ -77,13 +77,8 @@ fields, env overrides) and the stage table to stderr.`,
   sudo podlab run -f pod.yaml --trace-json run.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if file == "" {
-				return errors.New("-f/--filename is required")
-			}
 			rec := trace.New()
-			end := rec.Start("parse")
-			mf, err := manifest.ParseFile(file)
-			end(err)
+			mf, err := parseManifest(file, rec)
 			if err != nil {
 				return err
 			}
@@ -171,6 +166,35 @@ func newPsCmd(g *globalFlags) *cobra.Command {
 	return cmd
 }
 
+// podContainer opens the runtime and finds container ctr (kubectl's
+// default when "") of pod name in the --namespace.
+func (g *globalFlags) podContainer(name, ctr string) (*runtime.Runtime, *state.Pod, *state.Container, error) {
+	rt, err := g.runtime()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	p, err := rt.Sandbox.Store.Find(g.namespace, name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c, err := pickContainer(p, ctr)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return rt, p, c, nil
+}
+
+// parseManifest parses the -f file, timed as the "parse" stage.
+func parseManifest(file string, rec *trace.Recorder) (*manifest.Manifest, error) {
+	if file == "" {
+		return nil, errors.New("-f/--filename is required")
+	}
+	end := rec.Start("parse")
+	mf, err := manifest.ParseFile(file)
+	end(err)
+	return mf, err
+}
+
 // pickContainer resolves -c, defaulting to the first app container as kubectl does.
 func pickContainer(p *state.Pod, name string) (*state.Container, error) {
 	if name != "" {
@@ -205,15 +229,7 @@ func newLogsCmd(g *globalFlags) *cobra.Command {
 		Example: "  sudo podlab logs web\n  sudo podlab logs web -c sidecar -f",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rt, err := g.runtime()
-			if err != nil {
-				return err
-			}
-			p, err := rt.Sandbox.Store.Find(g.namespace, args[0])
-			if err != nil {
-				return err
-			}
-			c, err := pickContainer(p, container)
+			_, _, c, err := g.podContainer(args[0], container)
 			if err != nil {
 				return err
 			}
@@ -239,15 +255,7 @@ func newExecCmd(g *globalFlags) *cobra.Command {
   sudo podlab exec web -c sidecar -- sh -c 'echo $SSL_CERT_FILE'`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rt, err := g.runtime()
-			if err != nil {
-				return err
-			}
-			p, err := rt.Sandbox.Store.Find(g.namespace, args[0])
-			if err != nil {
-				return err
-			}
-			c, err := pickContainer(p, container)
+			rt, _, c, err := g.podContainer(args[0], container)
 			if err != nil {
 				return err
 			}

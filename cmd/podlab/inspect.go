@@ -49,15 +49,7 @@ relative to the one before.`,
 			default:
 				return fmt.Errorf("-o: unknown output format %q (want table, json or yaml)", output)
 			}
-			rt, err := g.runtime()
-			if err != nil {
-				return err
-			}
-			p, err := rt.Sandbox.Store.Find(g.namespace, args[0])
-			if err != nil {
-				return err
-			}
-			c, err := pickContainer(p, container)
+			rt, p, c, err := g.podContainer(args[0], container)
 			if err != nil {
 				return err
 			}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/podlab/podlab/internal/manifest"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/runtime"
@@ -32,13 +31,8 @@ the stage table on stderr.`,
   sudo podlab runp -f pod.yaml --trace-json /tmp/runp.json   # open in Perfetto`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if file == "" {
-				return errors.New("-f/--filename is required")
-			}
 			rec := trace.New()
-			end := rec.Start("parse")
-			mf, err := manifest.ParseFile(file)
-			end(err)
+			mf, err := parseManifest(file, rec)
 			if err != nil {
 				return err
 			}

@@ -5,12 +5,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
-	"sigs.k8s.io/yaml"
-
-	"github.com/podlab/podlab/internal/config"
 	"github.com/podlab/podlab/internal/testutil"
 	"github.com/podlab/podlab/internal/testutil/podtest"
 	"github.com/podlab/podlab/runtime"
@@ -23,25 +19,7 @@ func newTestRuntime(t *testing.T) *runtime.Runtime {
 	t.Helper()
 	testutil.RequireRoot(t)
 	t.Cleanup(func() { testutil.LeakCheck(t) })
-	dir := t.TempDir()
-	cfg := config.Default()
-	cfg.StateDir = filepath.Join(dir, "state")
-	cfg.LogDir = filepath.Join(dir, "logs")
-	cfg.ImageDir = podtest.ImageDir
-	cfg.PauseBinary = podtest.PauseBinary
-	cfg.StopGracePeriodSeconds = 2
-	data, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err = config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, cfgPath := podtest.Config(t, nil)
 	rt, err := runtime.New(cfg, cfgPath)
 	if err != nil {
 		t.Fatal(err)

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/podlab/podlab/internal/config"
 	"github.com/podlab/podlab/internal/manifest"
 	"github.com/podlab/podlab/internal/state"
@@ -33,28 +31,7 @@ func newTestRuntime(t *testing.T, edit func(*config.Config)) *runtime.Runtime {
 	t.Helper()
 	testutil.RequireRoot(t)
 	t.Cleanup(func() { testutil.LeakCheck(t) })
-	dir := t.TempDir()
-	cfg := config.Default()
-	cfg.StateDir = filepath.Join(dir, "state")
-	cfg.LogDir = filepath.Join(dir, "logs")
-	cfg.ImageDir = podtest.ImageDir
-	cfg.PauseBinary = podtest.PauseBinary
-	cfg.StopGracePeriodSeconds = 2
-	if edit != nil {
-		edit(cfg)
-	}
-	data, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err = config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, cfgPath := podtest.Config(t, edit)
 	rt, err := runtime.New(cfg, cfgPath)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,9 @@ import (
 	"runtime"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
+	"github.com/podlab/podlab/internal/config"
 	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/inject"
@@ -92,4 +95,35 @@ func run(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
+}
+
+// Config returns a configuration for a root test that runs pods: the real
+// netns dir and CNI plugins (so the leak checker sees what podlab leaves),
+// private state and log dirs, the built pause and busybox image. edit may
+// change it; it is written to a file, which the shim reads, and loaded back.
+func Config(t testing.TB, edit func(*config.Config)) (*config.Config, string) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.StateDir = filepath.Join(dir, "state")
+	cfg.LogDir = filepath.Join(dir, "logs")
+	cfg.ImageDir = ImageDir
+	cfg.PauseBinary = PauseBinary
+	cfg.StopGracePeriodSeconds = 2
+	if edit != nil {
+		edit(cfg)
+	}
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err = config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, path
 }
