@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/containernetworking/cni/libcni"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/podlab/podlab/internal/cleanup"
@@ -33,6 +34,9 @@ type Manager struct {
 	OCI    *oci.Runtime
 	cni    *cniClient
 	nets   []network
+	// netnsFirst: teardown removes the netns before CNI DEL (see
+	// toleratesMissingNetNS).
+	netnsFirst bool
 }
 
 // New opens the state store and loads the CNI configuration.
@@ -45,12 +49,18 @@ func New(cfg *config.Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	cni := &cniClient{cfg: cfg.CNI, cacheDir: filepath.Join(cfg.StateDir, "cni")}
+	if cfg.CNI.Masquerade {
+		cni.masq = &masquerade{dir: filepath.Join(cfg.StateDir, "masquerade")}
+	}
 	return &Manager{
 		Config: cfg,
 		Store:  store,
 		OCI:    &oci.Runtime{Root: filepath.Join(cfg.StateDir, "runc")},
-		cni:    &cniClient{cfg: cfg.CNI, cacheDir: filepath.Join(cfg.StateDir, "cni")},
+		cni:    cni,
 		nets:   nets,
+
+		netnsFirst: toleratesMissingNetNS(nets),
 	}, nil
 }
 
@@ -137,20 +147,51 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 		if err := failpoint.Hit("after-netns"); err != nil {
 			return nil, err
 		}
-
-		end = rec.Start("cni")
-		err = m.attachNetworks(ctx, p, &undo, rec)
-		end(err)
-		if err != nil {
-			return nil, fmt.Errorf("cni stage: %w", err)
-		}
-		if err := m.Store.Save(p); err != nil {
-			return nil, err
-		}
-		if err := failpoint.Hit("after-cni"); err != nil {
-			return nil, err
-		}
 	}
+
+	// CNI ADD runs while the pod cgroup and the pause are made: the pause
+	// needs the netns to exist, not to be configured (containerd also starts
+	// the sandbox before its network for user-namespaced pods). The pod is
+	// ready, and its containers start, only once both are done.
+	cniCtx, cancelCNI := context.WithCancel(ctx)
+	defer cancelCNI()
+	cniDone := make(chan error, 1)
+	var cniRes addResult
+	if spec.HostNetwork {
+		cniDone <- nil
+	} else {
+		// DEL is registered before ADD: a half-done ADD (a lease taken, a
+		// veth made) is undone by DEL, which every plugin must tolerate.
+		for _, n := range m.nets {
+			undo.Add("CNI DEL "+n.list.Name, func() error {
+				return m.cni.del(context.Background(), rec, "rollback", n, m.runtimeConf(p, n))
+			})
+		}
+		go func() {
+			end := rec.Start("cni")
+			var err error
+			cniRes, err = m.cni.attach(cniCtx, rec, m.nets, func(n network) *libcni.RuntimeConf { return m.runtimeConf(p, n) })
+			end(err)
+			if err != nil {
+				err = fmt.Errorf("cni stage: %w", err)
+			} else {
+				err = failpoint.Hit("after-cni")
+			}
+			cniDone <- err
+		}()
+	}
+	// Rollback (the deferred undo above) must not start before CNI ADD ends.
+	cniWaited := false
+	waitCNI := func() error {
+		cniWaited = true
+		return <-cniDone
+	}
+	defer func() {
+		if !cniWaited {
+			cancelCNI()
+			<-cniDone
+		}
+	}()
 
 	undo.Add("removing pod cgroup", func() error { return m.destroyCgroup(p.CgroupPath) })
 	end = rec.Start("cgroup")
@@ -174,6 +215,11 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 		return nil, err
 	}
 
+	if err := waitCNI(); err != nil {
+		return nil, err
+	}
+	p.IPs, p.Gateway = cniRes.IPs, cniRes.Gateway
+
 	if ready {
 		p.State = state.PodReady
 	}
@@ -184,20 +230,9 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 	return p, nil
 }
 
-func (m *Manager) attachNetworks(ctx context.Context, p *state.Pod, undo *cleanup.List, rec *trace.Recorder) error {
-	var res addResult
-	for _, n := range m.nets {
-		n := n
-		rt := runtimeConf(p.ID, p.NetNS, n.ifName, p.Name, p.Namespace, p.UID)
-		// DEL is registered before ADD: a half-done ADD (a lease taken, a
-		// veth made) is undone by DEL, which every plugin must tolerate.
-		undo.Add("CNI DEL "+n.list.Name, func() error { return m.cni.del(context.Background(), rec, "rollback", n, rt) })
-		if err := m.cni.add(ctx, rec, "cni", n, rt, &res); err != nil {
-			return err
-		}
-	}
-	p.IPs, p.Gateway = res.IPs, res.Gateway
-	return nil
+// runtimeConf is the CNI runtime config of pod p on network n.
+func (m *Manager) runtimeConf(p *state.Pod, n network) *libcni.RuntimeConf {
+	return runtimeConf(p.ID, p.NetNS, n.ifName, p.Name, p.Namespace, p.UID)
 }
 
 func (m *Manager) startPause(p *state.Pod) error {
@@ -278,20 +313,35 @@ func (m *Manager) Stop(ctx context.Context, p *state.Pod, grace time.Duration, r
 	errs = append(errs, err, failpoint.Hit("teardown-after-pause-stop"))
 
 	if p.NetNS != "" {
-		nets := m.nets
-		end = rec.Start("cni teardown")
-		for i := len(nets) - 1; i >= 0; i-- {
-			rt := runtimeConf(p.ID, p.NetNS, nets[i].ifName, p.Name, p.Namespace, p.UID)
-			errs = append(errs, m.cni.del(ctx, rec, "cni teardown", nets[i], rt))
-		}
-		end(nil)
-		if err := failpoint.Hit("teardown-after-cni"); err != nil {
+		rt := func(n network) *libcni.RuntimeConf { return m.runtimeConf(p, n) }
+		detach := func() error {
+			end := rec.Start("cni teardown")
+			err := m.cni.detach(ctx, rec, "cni teardown", m.nets, rt)
+			end(nil)
 			return err
 		}
-		end = rec.Start("netns remove")
-		err = netns.Remove(p.NetNS)
-		end(err)
-		errs = append(errs, err, failpoint.Hit("teardown-after-netns"))
+		removeNetNS := func() error {
+			end := rec.Start("netns remove")
+			err := netns.Remove(p.NetNS)
+			end(err)
+			return err
+		}
+		if m.netnsFirst {
+			// Every plugin cleans up without the netns: unmount it and let
+			// the kernel destroy the pod's interfaces once its last process
+			// is gone, then DEL releases the addresses.
+			errs = append(errs, removeNetNS())
+			if err := failpoint.Hit("teardown-after-netns"); err != nil {
+				return err
+			}
+			errs = append(errs, detach(), failpoint.Hit("teardown-after-cni"))
+		} else {
+			errs = append(errs, detach())
+			if err := failpoint.Hit("teardown-after-cni"); err != nil {
+				return err
+			}
+			errs = append(errs, removeNetNS(), failpoint.Hit("teardown-after-netns"))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err

@@ -370,7 +370,7 @@ func TestFailedRunLeavesNothing(t *testing.T) {
 	setup(t)
 	failDir := t.TempDir()
 	writeFailingPlugin(t, failDir)
-	// bridge + host-local succeed (a veth, a lease, iptables rules), then
+	// bridge + host-local succeed (a veth, a lease), then
 	// the next plugin fails: rollback must undo the bridge's work.
 	var conflist map[string]any
 	if err := json.Unmarshal([]byte(config.Default().CNI.Conflist), &conflist); err != nil {
@@ -421,4 +421,59 @@ func TestSameNameTwice(t *testing.T) {
 	if !errors.Is(err, state.ErrExists) {
 		t.Fatalf("second Run = %v, want ErrExists", err)
 	}
+}
+
+// TestTeardownOrderAndMasquerade checks both teardown orders. With the
+// default network (no per-pod ipMasq) podlab's one MASQUERADE rule for the
+// subnet is in place and teardown removes the netns first; with a bridge
+// that sets ipMasq, DEL must run while the netns exists, or the plugin's
+// per-pod chain would stay behind.
+func TestTeardownOrderAndMasquerade(t *testing.T) {
+	setup(t)
+	t.Run("default", func(t *testing.T) {
+		m := newTestManager(t, nil)
+		if !m.netnsFirst {
+			t.Fatal("default network: want netns removed before CNI DEL")
+		}
+		p := runPod(t, m, simplePod("masq"))
+		out, err := exec.Command("iptables", "-t", "nat", "-S", "POSTROUTING").CombinedOutput()
+		if err != nil {
+			t.Fatalf("iptables: %v: %s", err, out)
+		}
+		if !strings.Contains(string(out), `-s 10.77.0.0/16 ! -d 10.77.0.0/16 -m comment --comment "podlab: masquerade podlab" -j MASQUERADE`) {
+			t.Fatalf("no masquerade rule for the pod subnet in:\n%s", out)
+		}
+		if strings.Contains(string(out), p.ID) {
+			t.Fatalf("per-pod rule for %s with the default network:\n%s", p.ID, out)
+		}
+	})
+	t.Run("bridge ipMasq", func(t *testing.T) {
+		var conflist map[string]any
+		if err := json.Unmarshal([]byte(config.Default().CNI.Conflist), &conflist); err != nil {
+			t.Fatal(err)
+		}
+		conflist["plugins"].([]any)[0].(map[string]any)["ipMasq"] = true
+		b, _ := json.Marshal(conflist)
+		m := newTestManager(t, func(c *config.Config) { c.CNI.Conflist = string(b) })
+		if m.netnsFirst {
+			t.Fatal("bridge with ipMasq: want CNI DEL before the netns goes")
+		}
+		p, err := m.Run(context.Background(), podManifest(t, simplePod("masq")), trace.New())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules := func() string {
+			out, _ := exec.Command("iptables", "-t", "nat", "-S").CombinedOutput()
+			return string(out)
+		}
+		if !strings.Contains(rules(), p.ID) {
+			t.Fatalf("bridge ipMasq made no rule naming pod %s", p.ID)
+		}
+		if err := m.Remove(context.Background(), p, time.Second, trace.New()); err != nil {
+			t.Fatal(err)
+		}
+		if r := rules(); strings.Contains(r, p.ID) {
+			t.Fatalf("rules for pod %s left after teardown:\n%s", p.ID, r)
+		}
+	})
 }

@@ -44,6 +44,7 @@ seq 1 "$n" | xargs -P "$c" -I{} bash -c 'cycle soak-c{}'
 t2=$(date +%s.%N)
 fail=$(wc -l < "$failures")
 
+sleep 2 # the kernel destroys removed netns' interfaces in the background
 leaks=$(../shared/tools/leakcheck 2>/dev/null || true)
 ports=$(ip -o link show master podlab0 2>/dev/null | wc -l)
 leases=$(find /var/lib/cni/networks/podlab -maxdepth 1 -type f ! -name 'last_reserved_ip*' ! -name lock 2>/dev/null | wc -l)

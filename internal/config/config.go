@@ -46,6 +46,11 @@ type CNI struct {
 	Conflist             string   `json:"conflist"`
 	Loopback             bool     `json:"loopback"`
 	PluginTimeoutSeconds int      `json:"pluginTimeoutSeconds"`
+	// Masquerade installs one MASQUERADE rule per pod subnet (traffic from
+	// the subnet to anywhere else), as Docker does for docker0 and
+	// Kubernetes' ip-masq-agent for the cluster CIDR, instead of the bridge
+	// plugin's per-pod ipMasq chain.
+	Masquerade bool `json:"masquerade"`
 }
 
 // PluginTimeout is the limit on one CNI plugin invocation.

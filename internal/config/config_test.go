@@ -20,8 +20,9 @@ func TestDefault(t *testing.T) {
 			t.Fatalf("default subnet collides with %s", taken)
 		}
 	}
-	if !strings.Contains(c.CNI.Conflist, `"ipMasq": true`) {
-		t.Fatal("default conflist has no ipMasq")
+	// Egress NAT is podlab's per-subnet rule, not the plugin's per-pod chain.
+	if strings.Contains(c.CNI.Conflist, `ipMasq`) || !c.CNI.Masquerade {
+		t.Fatal("default: want cni.masquerade and no per-pod ipMasq in the conflist")
 	}
 }
 
