@@ -14,7 +14,8 @@ import (
 // writePodFiles writes the files every container of the pod mounts, as the
 // kubelet (/etc/hosts) and CRI runtimes (/etc/hostname, /etc/resolv.conf)
 // do, and builds the pod's CA bundle.
-func (r *Runtime) writePodFiles(p *state.Pod) (mounts []Mount, caBundle string, err error) {
+// caPEM is the bundle's content, built beside the sandbox (CABundlePEM).
+func (r *Runtime) writePodFiles(p *state.Pod, caPEM []byte) (mounts []Mount, caBundle string, err error) {
 	dir := filepath.Join(r.Sandbox.Store.PodDir(p.ID), "etc")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, "", err
@@ -46,7 +47,7 @@ func (r *Runtime) writePodFiles(p *state.Pod) (mounts []Mount, caBundle string, 
 		}
 		mounts = append(mounts, Mount{ContainerPath: f.path, HostPath: hp, Source: MountFromPod, Origin: f.name})
 	}
-	caBundle, _, err = inject.BuildCABundle(r.Config.Injection.CA, filepath.Join(r.Sandbox.Store.PodDir(p.ID), "ca"))
+	caBundle, _, err = inject.WriteCABundle(r.Config.Injection.CA, filepath.Join(r.Sandbox.Store.PodDir(p.ID), "ca"), caPEM)
 	if err != nil {
 		return nil, "", fmt.Errorf("CA bundle: %w", err)
 	}

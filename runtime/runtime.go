@@ -122,6 +122,23 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 	if err != nil {
 		return nil, nil, err
 	}
+	// Work that needs no sandbox runs while the sandbox is made: the CA
+	// bundle's content, and the shim's start (exec and Go init of this
+	// binary), which then waits for the pod's id.
+	type caResult struct {
+		pem []byte
+		err error
+	}
+	caDone := make(chan caResult, 1)
+	go func() {
+		pem, err := inject.CABundlePEM(r.Config.Injection.CA)
+		caDone <- caResult{pem, err}
+	}()
+	shim, err := r.spawnShim()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer shim.abandon() // a no-op once the shim has the pod
 	p, err := r.Sandbox.Create(ctx, mf, rec)
 	if err != nil {
 		return nil, nil, err
@@ -147,7 +164,13 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 		return nil, nil, err
 	}
 	end = rec.Start("pod files")
-	podFiles, caBundle, err := r.writePodFiles(p)
+	ca := <-caDone
+	err = ca.err
+	var podFiles []Mount
+	var caBundle string
+	if err == nil {
+		podFiles, caBundle, err = r.writePodFiles(p, ca.pem)
+	}
 	end(err)
 	if err != nil {
 		return nil, nil, err
@@ -172,7 +195,7 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 	}
 
 	end = rec.Start("shim")
-	report, err := r.startShim(p)
+	report, err := r.startShim(p, shim)
 	end(err)
 	if err != nil {
 		return nil, nil, err
@@ -502,12 +525,13 @@ func ContainerByName(p *state.Pod, name string) (*state.Container, error) {
 }
 
 // shimCommand is how the shim is started: this binary, hidden subcommand.
-func shimCommand(configPath, podID string) (*exec.Cmd, error) {
+// The pod's id comes later, on the control pipe.
+func shimCommand(configPath string) (*exec.Cmd, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"shim", "--pod", podID}
+	args := []string{"shim"}
 	if configPath != "" {
 		args = append(args, "--config", configPath)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -49,9 +50,19 @@ type absSpan struct {
 	StartAbs time.Time `json:"startAbs"`
 }
 
-// startShim starts the pod's shim and waits for its report.
-func (r *Runtime) startShim(p *state.Pod) (*shimReport, error) {
-	cmd, err := shimCommand(r.ConfigPath, p.ID)
+// shimProcess is a shim started before its pod exists, so that its start
+// overlaps the sandbox's creation. It reads the pod's id from its control
+// pipe (fd 4); if that pipe closes empty it exits, having done nothing.
+type shimProcess struct {
+	cmd     *exec.Cmd
+	control *os.File // write end: the pod id, then close
+	status  *os.File // read end: the shim's report (fd 3 in the shim)
+}
+
+// spawnShim starts a shim in its own session: it outlives this command and
+// ignores its terminal.
+func (r *Runtime) spawnShim() (*shimProcess, error) {
+	cmd, err := shimCommand(r.ConfigPath)
 	if err != nil {
 		return nil, err
 	}
@@ -59,30 +70,54 @@ func (r *Runtime) startShim(p *state.Pod) (*shimReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer statusR.Close()
-	logf, err := os.OpenFile(filepath.Join(r.Sandbox.Store.PodDir(p.ID), "shim.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	controlR, controlW, err := os.Pipe()
 	if err != nil {
+		statusR.Close()
 		statusW.Close()
 		return nil, err
 	}
-	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{statusW}
-	// Its own session: the shim outlives this command and ignores its terminal.
+	cmd.ExtraFiles = []*os.File{statusW, controlR}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		statusW.Close()
+	err = cmd.Start()
+	statusW.Close()
+	controlR.Close()
+	if err != nil {
+		statusR.Close()
+		controlW.Close()
 		return nil, fmt.Errorf("starting shim: %w", err)
 	}
-	statusW.Close()
 	go cmd.Wait() // reap it if it ends while we still run
-	p.ShimPID = cmd.Process.Pid
+	return &shimProcess{cmd: cmd, control: controlW, status: statusR}, nil
+}
+
+// abandon ends a shim that was never given a pod. Idempotent.
+func (s *shimProcess) abandon() {
+	if s.control != nil {
+		s.control.Close()
+		s.control = nil
+	}
+	if s.status != nil {
+		s.status.Close()
+		s.status = nil
+	}
+}
+
+// startShim hands the pod to its shim and waits for the shim's report.
+func (r *Runtime) startShim(p *state.Pod, s *shimProcess) (*shimReport, error) {
+	defer s.abandon()
+	p.ShimPID = s.cmd.Process.Pid
 	p.ShimStart, _ = proc.StartTime(p.ShimPID)
 	if err := r.Sandbox.Store.Save(p); err != nil {
-		cmd.Process.Kill()
+		s.cmd.Process.Kill()
 		return nil, err
 	}
-	data, err := io.ReadAll(statusR)
+	_, err := s.control.WriteString(p.ID)
+	s.control.Close()
+	s.control = nil
+	if err != nil {
+		return nil, fmt.Errorf("handing pod %s to its shim: %w", p.Key(), err)
+	}
+	data, err := io.ReadAll(s.status)
 	if err != nil {
 		return nil, fmt.Errorf("reading shim report: %w", err)
 	}
@@ -92,6 +127,30 @@ func (r *Runtime) startShim(p *state.Pod) (*shimReport, error) {
 		return nil, fmt.Errorf("shim failed before reporting: %s", lastLines(string(slog), 5))
 	}
 	return &rep, nil
+}
+
+// ShimPod waits for the pod id on the shim's control pipe (fd 4) and sends
+// the shim's stdout and stderr to the pod's shim.log. "" means the pod was
+// never made: the shim has nothing to do.
+func (r *Runtime) ShimPod() (string, error) {
+	control := os.NewFile(4, "control")
+	id, err := io.ReadAll(control)
+	control.Close()
+	if err != nil || len(id) == 0 {
+		return "", err
+	}
+	podID := string(id)
+	logf, err := os.OpenFile(filepath.Join(r.Sandbox.Store.PodDir(podID), "shim.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return "", err
+	}
+	defer logf.Close()
+	for _, fd := range []int{1, 2} {
+		if err := syscall.Dup3(int(logf.Fd()), fd, 0); err != nil {
+			return "", err
+		}
+	}
+	return podID, nil
 }
 
 // RunShim is the body of `podlab shim`: statusFD is the pipe to report on.
@@ -323,7 +382,13 @@ func ShimMain(args []string) int {
 	if err == nil {
 		var rt *Runtime
 		if rt, err = New(cfg, *cfgPath); err == nil {
-			err = rt.RunShim(*pod, os.NewFile(3, "status"))
+			id := *pod
+			if id == "" {
+				id, err = rt.ShimPod()
+			}
+			if err == nil && id != "" {
+				err = rt.RunShim(id, os.NewFile(3, "status"))
+			}
 		}
 	}
 	if err != nil {

@@ -352,7 +352,7 @@ func podGrace(rt *runtime.Runtime, p *state.Pod, override int) time.Duration {
 func newShimCmd(g *globalFlags) *cobra.Command {
 	var podID string
 	cmd := &cobra.Command{
-		Use:    "shim --pod ID",
+		Use:    "shim [--pod ID]",
 		Short:  "Per-pod container monitor (started by podlab run; not for direct use)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
@@ -362,10 +362,16 @@ func newShimCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if podID == "" {
+				// Started ahead of its pod: the id comes on the control pipe.
+				if podID, err = rt.ShimPod(); err != nil || podID == "" {
+					return err
+				}
+			}
 			return rt.RunShim(podID, os.NewFile(3, "status"))
 		},
 	}
-	cmd.Flags().StringVar(&podID, "pod", "", "pod id")
+	cmd.Flags().StringVar(&podID, "pod", "", "pod id (default: read from fd 4)")
 	return cmd
 }
 

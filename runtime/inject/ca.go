@@ -33,12 +33,17 @@ import (
 // are only in the bundle: they get no OpenSSL hash links in the copy.
 // certsDir is "" when cfg.Dirs is false.
 func BuildCABundle(cfg CAConfig, dir string) (bundle, certsDir string, err error) {
-	cfg = cfg.withDefaults()
-	dir, err = filepath.Abs(dir)
+	data, err := CABundlePEM(cfg)
 	if err != nil {
-		return "", "", fmt.Errorf("build CA bundle: %w", err)
+		return "", "", err
 	}
+	return WriteCABundle(cfg, dir, data)
+}
 
+// CABundlePEM is the content of the bundle BuildCABundle writes. It depends
+// on cfg alone, so a caller can build it while the pod is being made.
+func CABundlePEM(cfg CAConfig) ([]byte, error) {
+	cfg = cfg.withDefaults()
 	var pemOut bytes.Buffer
 	seen := map[string]bool{}
 	addFile := func(field, path string) error {
@@ -58,19 +63,28 @@ func BuildCABundle(cfg CAConfig, dir string) (bundle, certsDir string, err error
 		return nil
 	}
 	if err := addFile("injection.ca.hostBundle", cfg.HostBundle); err != nil {
-		return "", "", err
+		return nil, err
 	}
 	for i, f := range cfg.ExtraFiles {
 		if err := addFile(fmt.Sprintf("injection.ca.extraFiles[%d]", i), f); err != nil {
-			return "", "", err
+			return nil, err
 		}
 	}
+	return pemOut.Bytes(), nil
+}
 
+// WriteCABundle writes data, from CABundlePEM(cfg), as BuildCABundle does.
+func WriteCABundle(cfg CAConfig, dir string, data []byte) (bundle, certsDir string, err error) {
+	cfg = cfg.withDefaults()
+	dir, err = filepath.Abs(dir)
+	if err != nil {
+		return "", "", fmt.Errorf("build CA bundle: %w", err)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", "", fmt.Errorf("build CA bundle: %w", err)
 	}
 	bundle = filepath.Join(dir, BundleName)
-	if err := writeFileAtomic(bundle, pemOut.Bytes()); err != nil {
+	if err := writeFileAtomic(bundle, data); err != nil {
 		return "", "", fmt.Errorf("build CA bundle: %w", err)
 	}
 	if !cfg.Dirs {
