@@ -12,13 +12,14 @@ all: build
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/podlab ./cmd/podlab
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/podlab-shim ./cmd/podlab-shim
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/podlab-pause ./pause
 
 setup:
 	./scripts/setup.sh
 
 install: build
-	install -m 0755 $(BIN)/podlab $(BIN)/podlab-pause $(PREFIX)/bin/
+	install -m 0755 $(BIN)/podlab $(BIN)/podlab-shim $(BIN)/podlab-pause $(PREFIX)/bin/
 
 demo: setup build
 	./scripts/setup.sh

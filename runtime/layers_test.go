@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -165,36 +166,24 @@ func TestOCIDefaultsPathAndSharedPID(t *testing.T) {
 	}
 }
 
-func TestCRILogFormat(t *testing.T) {
-	f, err := os.CreateTemp(t.TempDir(), "log")
-	if err != nil {
+func ptr[T any](v T) *T { return &v }
+
+// TestCopyLogsRejoinsPartialLines reads a CRI log whose long line the shim
+// split into partial (P) records.
+func TestCopyLogsRejoinsPartialLines(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "0.log")
+	log := "2026-11-21T10:00:00.000000001Z stdout F one\n" +
+		"2026-11-21T10:00:00.000000002Z stdout P abc\n" +
+		"2026-11-21T10:00:00.000000003Z stdout F def\n" +
+		"2026-11-21T10:00:00.000000004Z stderr F err\n"
+	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	w := &criLogWriter{f: f}
-	long := strings.Repeat("x", maxLine+10)
-	w.copyStream("stdout", strings.NewReader("one\ntwo\n"+long+"\nlast"))
-	f.Close()
-	data, _ := os.ReadFile(f.Name())
-	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-	if len(lines) != 5 {
-		t.Fatalf("%d lines:\n%s", len(lines), data)
-	}
-	for i, wantTag := range []string{"F", "F", "P", "F", "F"} {
-		l, err := ParseLogLine([]byte(lines[i]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l.Stream != "stdout" || (l.Partial != (wantTag == "P")) {
-			t.Errorf("line %d: %+v", i, l)
-		}
-	}
-	var out strings.Builder
-	if err := CopyLogs(f.Name(), &out, &out, false, nil); err != nil {
+	var out, errOut strings.Builder
+	if err := CopyLogs(path, &out, &errOut, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	if out.String() != "one\ntwo\n"+long+"\nlast\n" {
-		t.Errorf("CopyLogs did not rejoin the partial line (%d bytes)", out.Len())
+	if out.String() != "one\nabcdef\n" || errOut.String() != "err\n" {
+		t.Errorf("stdout %q stderr %q", out.String(), errOut.String())
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

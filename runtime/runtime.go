@@ -20,11 +20,13 @@ import (
 	"github.com/podlab/podlab/internal/config"
 	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/manifest"
+	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/env"
 	"github.com/podlab/podlab/runtime/inject"
+	"github.com/podlab/podlab/runtime/shim"
 	"github.com/podlab/podlab/runtime/volume"
 	"github.com/podlab/podlab/sandbox"
 )
@@ -32,8 +34,8 @@ import (
 // Container states, as crictl shows them.
 const (
 	ContainerCreated = "Created"
-	ContainerRunning = "Running"
-	ContainerExited  = "Exited"
+	ContainerRunning = shim.StateRunning
+	ContainerExited  = shim.StateExited
 	ContainerUnknown = "Unknown"
 )
 
@@ -375,17 +377,7 @@ func ReadLayers(bundle string) (*Layers, error) {
 }
 
 // ReadSpec loads a bundle's config.json.
-func ReadSpec(bundle string) (*specs.Spec, error) {
-	data, err := os.ReadFile(filepath.Join(bundle, "config.json"))
-	if err != nil {
-		return nil, err
-	}
-	var s specs.Spec
-	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("%s/config.json: %w", bundle, err)
-	}
-	return &s, nil
-}
+func ReadSpec(bundle string) (*specs.Spec, error) { return oci.ReadSpec(bundle) }
 
 // hookFor returns the createContainer hook that bind-mounts the "hook"
 // injection point's mounts (this binary, `podlab hook create-container`), or nil.
@@ -487,7 +479,7 @@ func (r *Runtime) refresh(p *state.Pod) {
 // RefreshContainer fills in exit status written by the shim and corrects a
 // Running container whose process is gone.
 func RefreshContainer(c *state.Container) {
-	var ex exitRecord
+	var ex shim.Exit
 	if data, err := os.ReadFile(filepath.Join(c.Bundle, "exit.json")); err == nil && json.Unmarshal(data, &ex) == nil {
 		c.State = ContainerExited
 		c.ExitCode = &ex.ExitCode
@@ -497,12 +489,6 @@ func RefreshContainer(c *state.Container) {
 	if c.State == ContainerRunning && (c.PID <= 0 || syscall.Kill(c.PID, 0) != nil) {
 		c.State = ContainerUnknown
 	}
-}
-
-// exitRecord is what the shim writes when a container's init exits.
-type exitRecord struct {
-	ExitCode   int       `json:"exitCode"`
-	FinishedAt time.Time `json:"finishedAt"`
 }
 
 func hostIP() string { return hostIPv4() }
@@ -524,18 +510,35 @@ func ContainerByName(p *state.Pod, name string) (*state.Container, error) {
 	return nil, fmt.Errorf("container %q not found in pod %s (containers: %s)", name, p.Key(), strings.Join(names, ", "))
 }
 
-// shimCommand is how the shim is started: this binary, hidden subcommand.
-// The pod's id comes later, on the control pipe.
-func shimCommand(configPath string) (*exec.Cmd, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
+// ShimBinaryName is the shim's file name next to podlab.
+const ShimBinaryName = "podlab-shim"
+
+// shimCommand is how the shim is started: the configured binary, else
+// podlab-shim next to this one, else on $PATH. The pod's id comes later,
+// on the control pipe.
+func (r *Runtime) shimCommand() (*exec.Cmd, error) {
+	bin := r.Config.ShimBinary
+	if bin == "" {
+		if exe, err := os.Executable(); err == nil {
+			if p := filepath.Join(filepath.Dir(exe), ShimBinaryName); fileExists(p) {
+				bin = p
+			}
+		}
 	}
-	args := []string{"shim"}
-	if configPath != "" {
-		args = append(args, "--config", configPath)
+	if bin == "" {
+		p, err := exec.LookPath(ShimBinaryName)
+		if err != nil {
+			return nil, fmt.Errorf("shim binary %s not found next to podlab or on $PATH (set shimBinary in the config): %w", ShimBinaryName, err)
+		}
+		bin = p
 	}
-	cmd := exec.Command(exe, args...)
-	cmd.Args[0] = "podlab-shim"
-	return cmd, nil
+	if !fileExists(bin) {
+		return nil, fmt.Errorf("shimBinary %s: no such file", bin)
+	}
+	return exec.Command(bin, "--state-dir", r.Sandbox.Store.Dir(), "--oci-root", r.Sandbox.OCI.Root), nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

@@ -349,32 +349,6 @@ func podGrace(rt *runtime.Runtime, p *state.Pod, override int) time.Duration {
 	return time.Duration(rt.Config.StopGracePeriodSeconds) * time.Second
 }
 
-func newShimCmd(g *globalFlags) *cobra.Command {
-	var podID string
-	cmd := &cobra.Command{
-		Use:    "shim [--pod ID]",
-		Short:  "Per-pod container monitor (started by podlab run; not for direct use)",
-		Hidden: true,
-		Args:   cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
-			rt, err := g.runtime()
-			if err != nil {
-				return err
-			}
-			if podID == "" {
-				// Started ahead of its pod: the id comes on the control pipe.
-				if podID, err = rt.ShimPod(); err != nil || podID == "" {
-					return err
-				}
-			}
-			return rt.RunShim(podID, os.NewFile(3, "status"))
-		},
-	}
-	cmd.Flags().StringVar(&podID, "pod", "", "pod id (default: read from fd 4)")
-	return cmd
-}
-
 func newHookCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:    "hook create-container",

@@ -4,9 +4,8 @@ import (
 	"testing"
 
 	"github.com/podlab/podlab/internal/testutil/podtest"
-	"github.com/podlab/podlab/runtime"
 )
 
 // The test binary stands in for podlab: the libcontainer init, the shim and
 // the createContainer hook re-execute it (see podtest).
-func TestMain(m *testing.M) { podtest.Main(m, runtime.ShimMain) }
+func TestMain(m *testing.M) { podtest.Main(m) }

@@ -30,6 +30,9 @@ type Config struct {
 	LogDir                 string `json:"logDir"`
 	CgroupParent           string `json:"cgroupParent"`
 	PauseBinary            string `json:"pauseBinary"`
+	// ShimBinary is the per-pod shim; "" = podlab-shim next to podlab,
+	// then $PATH.
+	ShimBinary string `json:"shimBinary"`
 	StopGracePeriodSeconds int    `json:"stopGracePeriodSeconds"`
 	CNI                    CNI    `json:"cni"`
 	// EnvPolicy decides env keys set by more than one source: kubelet,

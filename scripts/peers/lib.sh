@@ -75,12 +75,15 @@ machine_md() {
   echo "- cgroups: $cg"
 }
 
-# snapshot_podlab BIN DIR: copy podlab and the podlab-pause next to it (podlab
-# looks for its pause there) into DIR.
+# snapshot_podlab BIN DIR: copy podlab and the podlab-pause and podlab-shim
+# next to it (podlab looks for them there) into DIR.
 snapshot_podlab() {
   mkdir -p "$2"
   cp "$1" "$2/podlab"
-  if [ -x "$(dirname "$1")/podlab-pause" ]; then cp "$(dirname "$1")/podlab-pause" "$2/podlab-pause"; fi
+  local b
+  for b in podlab-pause podlab-shim; do
+    if [ -x "$(dirname "$1")/$b" ]; then cp "$(dirname "$1")/$b" "$2/$b"; fi
+  done
 }
 
 # podlab_setup PODLAB WORK ROOTFS: a private podlab config (image and log dirs

@@ -24,17 +24,15 @@ import (
 var (
 	// PauseBinary is a freshly built pause program.
 	PauseBinary string
+	// ShimBinary is a freshly built podlab-shim.
+	ShimBinary string
 	// ImageDir is an image store holding busybox:latest.
 	ImageDir string
 )
 
-// Main is TestMain: shim is runtime.ShimMain (passed in, so that the
-// runtime package's own tests can use this package too).
-func Main(m *testing.M, shim func(args []string) int) {
+// Main is TestMain for root tests that run pods.
+func Main(m *testing.M) {
 	oci.Init() // the libcontainer init re-exec enters here
-	if len(os.Args) > 1 && os.Args[1] == "shim" {
-		os.Exit(shim(os.Args[2:]))
-	}
 	if len(os.Args) > 2 && os.Args[1] == "hook" && os.Args[2] == "create-container" {
 		os.Exit(hookMain())
 	}
@@ -79,6 +77,13 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "building pause: %v\n%s", err, out)
 		return 1
 	}
+	ShimBinary = filepath.Join(dir, "podlab-shim")
+	build = exec.Command("go", "build", "-o", ShimBinary, "./cmd/podlab-shim")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building shim: %v\n%s", err, out)
+		return 1
+	}
 	rootfsDir := filepath.Join(dir, "busybox")
 	if out, err := exec.Command(filepath.Join(root, "scripts", "busybox-rootfs.sh"), rootfsDir).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "busybox rootfs: %v\n%s", err, out)
@@ -109,6 +114,7 @@ func Config(t testing.TB, edit func(*config.Config)) (*config.Config, string) {
 	cfg.LogDir = filepath.Join(dir, "logs")
 	cfg.ImageDir = ImageDir
 	cfg.PauseBinary = PauseBinary
+	cfg.ShimBinary = ShimBinary
 	cfg.StopGracePeriodSeconds = 2
 	if edit != nil {
 		edit(cfg)
