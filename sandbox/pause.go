@@ -11,6 +11,8 @@ import (
 
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/podlab/podlab/internal/oci"
 )
 
 // PauseBinaryName is the pause program's file name next to podlab.
@@ -106,9 +108,13 @@ type pauseNamespaces struct {
 
 // pauseSpec is the OCI spec of a pod's pause container: runc's default
 // hardening (capabilities, masked and read-only /proc paths, no_new_privs)
-// on a read-only rootfs with only /proc and /dev mounted.
+// on a read-only rootfs with only /proc and /dev mounted. Its /dev holds
+// only /dev/null, the one device its device cgroup allows: the pause opens
+// none (its stdio is /dev/null), and each default node or rule costs start
+// time (oci.MinimalDevices).
 func pauseSpec(rootfs, hostname, cgroupPath string, ns pauseNamespaces) *specs.Spec {
 	s := specconv.Example()
+	s.Annotations = map[string]string{oci.MinimalDevices: "true"}
 	s.Root = &specs.Root{Path: rootfs, Readonly: true}
 	s.Hostname = hostname
 	s.Process.Terminal = false

@@ -3,7 +3,8 @@
 //
 // Any binary that links this package must call Init early in main (and in
 // TestMain of root tests): libcontainer re-executes the binary as `ARGV0 init`
-// inside the new container.
+// inside the new container. That re-exec is served by this package's init
+// (see below); Init keeps main on the main thread.
 package oci
 
 import (
@@ -17,21 +18,70 @@ import (
 	"time"
 
 	_ "github.com/opencontainers/cgroups/devices" // device rules for the fs cgroup manager
+	devices "github.com/opencontainers/cgroups/devices/config"
 	"github.com/opencontainers/runc/libcontainer"
+	"github.com/opencontainers/runc/libcontainer/configs"
 	_ "github.com/opencontainers/runc/libcontainer/nsenter" // the C constructor that joins namespaces before Go starts
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// Init handles the libcontainer re-exec. It returns only when this process
-// is not a container init; call it before anything else in main.
+// init serves libcontainer's re-exec (`ARGV0 init` in a new container) from
+// this package's init rather than from main's: Go runs a package's init as
+// soon as its imports are initialized, so the container init skips the
+// package inits that do not come before it (in podlab 42 of 235, among
+// them k8s API types, the CRI API, grpc, net/http: 0.7-1.1 ms of the 4-5 ms
+// the re-exec spends before libcontainer.Init, on every container start).
+// Everything libcontainer.Init needs is initialized: it is imported here.
+func init() {
+	if isContainerInit() {
+		libcontainer.Init() // never returns
+	}
+}
+
+func isContainerInit() bool { return len(os.Args) > 1 && os.Args[1] == "init" }
+
+// Init handles the libcontainer re-exec (normally already done by this
+// package's init). It returns only when this process is not a container
+// init; call it before anything else in main.
 func Init() {
-	if len(os.Args) > 1 && os.Args[1] == "init" {
+	if isContainerInit() {
 		libcontainer.Init() // never returns
 	}
 	// Keep main on the main thread: a libcontainer helper goroutine that
 	// switches namespaces must never leave the main thread inside one.
 	runtime.LockOSThread()
+}
+
+// MinimalDevices is a spec annotation: with the value "true" the
+// container's /dev (the spec's tmpfs) gets only /dev/null, and its device
+// cgroup allows only /dev/null, instead of the nodes and rules specconv
+// always adds (null, zero, full, tty, random, urandom, ptmx, pts, mknod).
+// For containers that open no device, such as the pause: each node costs
+// ~0.05 ms of safe-path checks in the container init and each rule a cgroup
+// write, ~0.35 ms a start in all. The stdio /dev/null still works.
+const MinimalDevices = "podlab.io/minimal-devices"
+
+// minimalDevices trims cfg's device nodes and device cgroup rules to
+// /dev/null; every deny rule stays.
+func minimalDevices(cfg *configs.Config) {
+	isNull := func(r devices.Rule) bool {
+		return r.Type == devices.CharDevice && r.Major == 1 && r.Minor == 3
+	}
+	var nodes []*devices.Device
+	for _, d := range cfg.Devices {
+		if d.Path == "/dev/null" && isNull(d.Rule) {
+			nodes = append(nodes, d)
+		}
+	}
+	cfg.Devices = nodes
+	var rules []*devices.Rule
+	for _, r := range cfg.Cgroups.Resources.Devices {
+		if !r.Allow || isNull(*r) {
+			rules = append(rules, r)
+		}
+	}
+	cfg.Cgroups.Resources.Devices = rules
 }
 
 // Runtime manages containers whose libcontainer state lives under Root.
@@ -92,6 +142,9 @@ func (r *Runtime) Start(id, bundle string, spec *specs.Spec, stdio Stdio) (_ *Pr
 	})
 	if err != nil {
 		return nil, fmt.Errorf("converting OCI spec of %s: %w", id, err)
+	}
+	if spec.Annotations[MinimalDevices] == "true" {
+		minimalDevices(cfg)
 	}
 	if bundle != "" {
 		for i, l := range cfg.Labels {

@@ -108,7 +108,7 @@ func (s *Shim) PodID() (string, error) {
 	return podID, nil
 }
 
-// RunShim is the body of `podlab shim`: statusFD is the pipe to report on.
+// Run starts pod podID's containers and reports on status (fd 3).
 func (s *Shim) Run(podID string, status *os.File) error {
 	p, err := s.Store.Get(podID)
 	if err != nil {
