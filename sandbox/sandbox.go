@@ -153,8 +153,6 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 	// needs the netns to exist, not to be configured (containerd also starts
 	// the sandbox before its network for user-namespaced pods). The pod is
 	// ready, and its containers start, only once both are done.
-	cniCtx, cancelCNI := context.WithCancel(ctx)
-	defer cancelCNI()
 	cniDone := make(chan error, 1)
 	var cniRes addResult
 	if spec.HostNetwork {
@@ -167,10 +165,10 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 				return m.cni.del(context.Background(), rec, "rollback", n, m.runtimeConf(p, n))
 			})
 		}
+		end := rec.Start("cni")
 		go func() {
-			end := rec.Start("cni")
 			var err error
-			cniRes, err = m.cni.attach(cniCtx, rec, m.nets, func(n network) *libcni.RuntimeConf { return m.runtimeConf(p, n) })
+			cniRes, err = m.cni.attach(ctx, rec, m.nets, func(n network) *libcni.RuntimeConf { return m.runtimeConf(p, n) })
 			end(err)
 			if err != nil {
 				err = fmt.Errorf("cni stage: %w", err)
@@ -180,7 +178,9 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 			cniDone <- err
 		}()
 	}
-	// Rollback (the deferred undo above) must not start before CNI ADD ends.
+	// Rollback (the deferred undo above) must not start before CNI ADD
+	// ends. ADD is left to finish rather than killed: a plugin killed half
+	// way is the one case its DEL is least likely to clean up.
 	cniWaited := false
 	waitCNI := func() error {
 		cniWaited = true
@@ -188,7 +188,6 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 	}
 	defer func() {
 		if !cniWaited {
-			cancelCNI()
 			<-cniDone
 		}
 	}()

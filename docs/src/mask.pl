@@ -148,13 +148,23 @@ for (my $i = 0; $i < @in; $i++) {
         # trace.WriteTable: fixed-width, right-aligned timings and a waterfall
         (my $h = $line) =~ s/\s+WATERFALL\s*$//;
         push @out, $h;
+        my @rows;
         while ($i + 1 < @in && $in[$i + 1] =~ /\d\.\d\dms/) {
             my $r = $in[++$i];
             $r =~ s/( *\d+\.\d\dms)/sprintf("%*s", length($1), "x.xxms")/ge;
             $r =~ s/(ms)  [ █]*█/$1/;
             $r =~ s/\s+$//;
-            push @out, mask($r);
+            push @rows, mask($r);
         }
+        # CNI plugins of different networks run in parallel and start in
+        # either order: sort each run of such sibling rows by name.
+        for (my $j = 0; $j < @rows; $j++) {
+            my $k = $j;
+            $k++ while $k + 1 < @rows && $rows[$k + 1] =~ /^  cni \S+ (ADD|DEL)\b/ && $rows[$j] =~ /^  cni \S+ (ADD|DEL)\b/;
+            @rows[$j .. $k] = sort @rows[$j .. $k] if $k > $j;
+            $j = $k;
+        }
+        push @out, @rows;
         next;
     }
     my ($indent, @cols) = header_cols($line);

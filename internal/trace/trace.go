@@ -80,12 +80,49 @@ func (r *Recorder) Spans() []Span {
 	return out
 }
 
-// Sort orders spans by start, parents before their children.
+// Sort orders spans by start, each parent followed by its children (also by
+// start): children of a stage that runs beside others, such as the CNI
+// plugins during the pause's start, stay under their stage. A child whose
+// parent is not among spans keeps its place by start.
 func Sort(spans []Span) {
+	byStart := append([]Span(nil), spans...)
 	// insertion sort: traces hold tens of spans
-	for i := 1; i < len(spans); i++ {
-		for j := i; j > 0 && less(spans[j], spans[j-1]); j-- {
-			spans[j], spans[j-1] = spans[j-1], spans[j]
+	for i := 1; i < len(byStart); i++ {
+		for j := i; j > 0 && less(byStart[j], byStart[j-1]); j-- {
+			byStart[j], byStart[j-1] = byStart[j-1], byStart[j]
+		}
+	}
+	parents := map[string]bool{}
+	for _, sp := range byStart {
+		if sp.Parent == "" {
+			parents[sp.Name] = true
+		}
+	}
+	out := spans[:0]
+	done := make([]bool, len(byStart))
+	for i, sp := range byStart {
+		if done[i] || (sp.Parent != "" && parents[sp.Parent]) {
+			continue // emitted under its parent (or below)
+		}
+		out, done[i] = append(out, sp), true
+		if sp.Parent != "" {
+			continue
+		}
+		// Children of this parent instance: those that start before the
+		// next top-level span of the same name.
+		for j := i + 1; j < len(byStart); j++ {
+			c := byStart[j]
+			if c.Parent == "" && c.Name == sp.Name {
+				break
+			}
+			if c.Parent == sp.Name && !done[j] {
+				out, done[j] = append(out, c), true
+			}
+		}
+	}
+	for i, sp := range byStart { // a child that started before its parent
+		if !done[i] {
+			out = append(out, sp)
 		}
 	}
 }

@@ -56,3 +56,26 @@ func TestNilRecorder(t *testing.T) {
 		t.Fatal("nil recorder has spans")
 	}
 }
+
+// TestSortKeepsChildrenUnderParallelParent: the CNI plugins run beside the
+// cgroup and pause stages, so by start time alone they would interleave.
+func TestSortKeepsChildrenUnderParallelParent(t *testing.T) {
+	ms := time.Millisecond
+	spans := []Span{
+		{Name: "pause", Start: 3 * ms, Dur: 10 * ms},
+		{Name: "cni bridge ADD", Parent: "cni", Start: 4 * ms, Dur: 9 * ms},
+		{Name: "cni", Start: 1 * ms, Dur: 14 * ms},
+		{Name: "cgroup", Start: 2 * ms, Dur: ms},
+		{Name: "cni loopback ADD", Parent: "cni", Start: 5 * ms, Dur: 2 * ms},
+		{Name: "ctr a create+start", Parent: "container a", Start: 16 * ms, Dur: ms},
+	}
+	Sort(spans)
+	var got []string
+	for _, s := range spans {
+		got = append(got, s.Name)
+	}
+	want := []string{"cni", "cni bridge ADD", "cni loopback ADD", "cgroup", "pause", "ctr a create+start"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("order %v, want %v", got, want)
+	}
+}
