@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -94,37 +95,16 @@ func (r *Runtime) startShim(p *state.Pod, s *shimProcess) (*shim.Report, error) 
 	return &rep, nil
 }
 
+// lastLines is the last n non-empty lines of s, for an error message.
 func lastLines(s string, n int) string {
-	lines := splitLines(s)
+	lines := strings.FieldsFunc(s, func(r rune) bool { return r == '\n' })
+	if len(lines) == 0 {
+		return "(no output)"
+	}
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
-	out := ""
-	for _, l := range lines {
-		out += l + "\n"
-	}
-	if out == "" {
-		return "(no output)"
-	}
-	return out
-}
-
-func splitLines(s string) []string {
-	var out []string
-	for len(s) > 0 {
-		i := 0
-		for i < len(s) && s[i] != '\n' {
-			i++
-		}
-		if i > 0 {
-			out = append(out, s[:i])
-		}
-		if i < len(s) {
-			i++
-		}
-		s = s[i:]
-	}
-	return out
+	return strings.Join(lines, "\n") + "\n"
 }
 
 // shimAlive reports whether the pod's shim still runs.

@@ -269,39 +269,6 @@ func (w *criLogWriter) write(stream, tag string, content []byte) {
 	w.f.Write(buf)
 }
 
-func lastLines(s string, n int) string {
-	lines := splitLines(s)
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	out := ""
-	for _, l := range lines {
-		out += l + "\n"
-	}
-	if out == "" {
-		return "(no output)"
-	}
-	return out
-}
-
-func splitLines(s string) []string {
-	var out []string
-	for len(s) > 0 {
-		i := 0
-		for i < len(s) && s[i] != '\n' {
-			i++
-		}
-		if i > 0 {
-			out = append(out, s[:i])
-		}
-		if i < len(s) {
-			i++
-		}
-		s = s[i:]
-	}
-	return out
-}
-
 // Main is the shim binary's body: `podlab-shim --state-dir DIR --oci-root
 // DIR [--pod ID]`, reporting on fd 3. Without --pod it was started ahead of
 // its pod and reads the pod's id from fd 4.
