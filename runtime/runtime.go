@@ -513,32 +513,13 @@ func ContainerByName(p *state.Pod, name string) (*state.Container, error) {
 // ShimBinaryName is the shim's file name next to podlab.
 const ShimBinaryName = "podlab-shim"
 
-// shimCommand is how the shim is started: the configured binary, else
-// podlab-shim next to this one, else on $PATH. The pod's id comes later,
-// on the control pipe.
+// shimCommand is how the shim is started (shimBinary, else podlab-shim
+// next to podlab, else on $PATH). The pod's id comes later, on the control
+// pipe.
 func (r *Runtime) shimCommand() (*exec.Cmd, error) {
-	bin := r.Config.ShimBinary
-	if bin == "" {
-		if exe, err := os.Executable(); err == nil {
-			if p := filepath.Join(filepath.Dir(exe), ShimBinaryName); fileExists(p) {
-				bin = p
-			}
-		}
-	}
-	if bin == "" {
-		p, err := exec.LookPath(ShimBinaryName)
-		if err != nil {
-			return nil, fmt.Errorf("shim binary %s not found next to podlab or on $PATH (set shimBinary in the config): %w", ShimBinaryName, err)
-		}
-		bin = p
-	}
-	if !fileExists(bin) {
-		return nil, fmt.Errorf("shimBinary %s: no such file", bin)
+	bin, err := sandbox.FindBinary(r.Config.ShimBinary, ShimBinaryName, "shimBinary")
+	if err != nil {
+		return nil, err
 	}
 	return exec.Command(bin, "--state-dir", r.Sandbox.Store.Dir(), "--oci-root", r.Sandbox.OCI.Root), nil
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }

@@ -18,24 +18,25 @@ import (
 // PauseBinaryName is the pause program's file name next to podlab.
 const PauseBinaryName = "podlab-pause"
 
-// findPause returns the pause binary: the configured path, else
-// podlab-pause next to the running binary, else on $PATH.
-func findPause(configured string) (string, error) {
+// FindBinary returns one of podlab's helper binaries: configured (the
+// config key field) if set, else name next to the running binary, else
+// name on $PATH.
+func FindBinary(configured, name, field string) (string, error) {
 	if configured != "" {
 		if _, err := os.Stat(configured); err != nil {
-			return "", fmt.Errorf("pauseBinary: %w", err)
+			return "", fmt.Errorf("%s: %w", field, err)
 		}
 		return configured, nil
 	}
 	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), PauseBinaryName)
+		p := filepath.Join(filepath.Dir(exe), name)
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
 		}
 	}
-	p, err := exec.LookPath(PauseBinaryName)
+	p, err := exec.LookPath(name)
 	if err != nil {
-		return "", fmt.Errorf("pause binary %s not found next to podlab or on $PATH (set pauseBinary in the config): %w", PauseBinaryName, err)
+		return "", fmt.Errorf("%s binary not found next to podlab or on $PATH (set %s in the config): %w", name, field, err)
 	}
 	return p, nil
 }

@@ -235,7 +235,7 @@ func (m *Manager) runtimeConf(p *state.Pod, n network) *libcni.RuntimeConf {
 }
 
 func (m *Manager) startPause(p *state.Pod) error {
-	bin, err := findPause(m.Config.PauseBinary)
+	bin, err := FindBinary(m.Config.PauseBinary, PauseBinaryName, "pauseBinary")
 	if err != nil {
 		return err
 	}
