@@ -131,17 +131,18 @@ func (c *cniClient) libcni(rec *trace.Recorder, parent string) *libcni.CNIConfig
 	return libcni.NewCNIConfigWithCacheDir(c.cfg.BinDirs, c.cacheDir, &timedExec{rec: rec, parent: parent, timeout: c.cfg.PluginTimeout()})
 }
 
-func runtimeConf(podID, netnsPath, ifName, name, namespace, uid string) *libcni.RuntimeConf {
+// podRuntimeConf is the CNI runtime config of pod p on network n.
+func podRuntimeConf(p *state.Pod, n network) *libcni.RuntimeConf {
 	return &libcni.RuntimeConf{
-		ContainerID: podID,
-		NetNS:       netnsPath,
-		IfName:      ifName,
+		ContainerID: p.ID,
+		NetNS:       p.NetNS,
+		IfName:      n.ifName,
 		Args: [][2]string{
 			{"IgnoreUnknown", "1"},
-			{"K8S_POD_NAMESPACE", namespace},
-			{"K8S_POD_NAME", name},
-			{"K8S_POD_INFRA_CONTAINER_ID", podID},
-			{"K8S_POD_UID", uid},
+			{"K8S_POD_NAMESPACE", p.Namespace},
+			{"K8S_POD_NAME", p.Name},
+			{"K8S_POD_INFRA_CONTAINER_ID", p.ID},
+			{"K8S_POD_UID", p.UID},
 		},
 	}
 }
@@ -206,21 +207,29 @@ func (c *cniClient) del(ctx context.Context, rec *trace.Recorder, parent string,
 	return nil
 }
 
-// attach runs CNI ADD for every network at once (each in its own
-// interface: lo, eth0) and returns the pod's addresses. The caller has
-// registered each network's DEL.
-func (c *cniClient) attach(ctx context.Context, rec *trace.Recorder, nets []network, rt func(network) *libcni.RuntimeConf) (addResult, error) {
-	results := make([]addResult, len(nets))
+// eachNetwork runs fn for every network at once (each has its own
+// interface: lo, eth0) and returns every failure.
+func eachNetwork(nets []network, fn func(i int, n network) error) error {
 	errs := make([]error, len(nets))
 	var wg sync.WaitGroup
 	for i, n := range nets {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = c.add(ctx, rec, "cni", n, rt(n), &results[i])
+			errs[i] = fn(i, n)
 		}()
 	}
 	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// attach runs CNI ADD of pod p for every network at once and returns the
+// pod's addresses. The caller has registered each network's DEL.
+func (c *cniClient) attach(ctx context.Context, rec *trace.Recorder, nets []network, p *state.Pod) (addResult, error) {
+	results := make([]addResult, len(nets))
+	err := eachNetwork(nets, func(i int, n network) error {
+		return c.add(ctx, rec, "cni", n, podRuntimeConf(p, n), &results[i])
+	})
 	var res addResult
 	for _, r := range results {
 		res.IPs = append(res.IPs, r.IPs...)
@@ -228,23 +237,15 @@ func (c *cniClient) attach(ctx context.Context, rec *trace.Recorder, nets []netw
 			res.Gateway = r.Gateway
 		}
 	}
-	return res, errors.Join(errs...)
+	return res, err
 }
 
-// detach runs CNI DEL for every network at once, each independent of the
-// others, and returns every failure.
-func (c *cniClient) detach(ctx context.Context, rec *trace.Recorder, parent string, nets []network, rt func(network) *libcni.RuntimeConf) error {
-	errs := make([]error, len(nets))
-	var wg sync.WaitGroup
-	for i, n := range nets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = c.del(ctx, rec, parent, n, rt(n))
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+// detach runs CNI DEL of pod p for every network at once, each independent
+// of the others.
+func (c *cniClient) detach(ctx context.Context, rec *trace.Recorder, parent string, nets []network, p *state.Pod) error {
+	return eachNetwork(nets, func(_ int, n network) error {
+		return c.del(ctx, rec, parent, n, podRuntimeConf(p, n))
+	})
 }
 
 // toleratesMissingNetNS reports whether every plugin of nets cleans up

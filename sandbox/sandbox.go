@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/containernetworking/cni/libcni"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/podlab/podlab/internal/cleanup"
@@ -162,13 +161,13 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 		// veth made) is undone by DEL, which every plugin must tolerate.
 		for _, n := range m.nets {
 			undo.Add("CNI DEL "+n.list.Name, func() error {
-				return m.cni.del(context.Background(), rec, "rollback", n, m.runtimeConf(p, n))
+				return m.cni.del(context.Background(), rec, "rollback", n, podRuntimeConf(p, n))
 			})
 		}
 		end := rec.Start("cni")
 		go func() {
 			var err error
-			cniRes, err = m.cni.attach(ctx, rec, m.nets, func(n network) *libcni.RuntimeConf { return m.runtimeConf(p, n) })
+			cniRes, err = m.cni.attach(ctx, rec, m.nets, p)
 			end(err)
 			if err != nil {
 				err = fmt.Errorf("cni stage: %w", err)
@@ -227,11 +226,6 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 		return nil, err
 	}
 	return p, nil
-}
-
-// runtimeConf is the CNI runtime config of pod p on network n.
-func (m *Manager) runtimeConf(p *state.Pod, n network) *libcni.RuntimeConf {
-	return runtimeConf(p.ID, p.NetNS, n.ifName, p.Name, p.Namespace, p.UID)
 }
 
 func (m *Manager) startPause(p *state.Pod) error {
@@ -312,10 +306,9 @@ func (m *Manager) Stop(ctx context.Context, p *state.Pod, grace time.Duration, r
 	errs = append(errs, err, failpoint.Hit("teardown-after-pause-stop"))
 
 	if p.NetNS != "" {
-		rt := func(n network) *libcni.RuntimeConf { return m.runtimeConf(p, n) }
 		detach := func() error {
 			end := rec.Start("cni teardown")
-			err := m.cni.detach(ctx, rec, "cni teardown", m.nets, rt)
+			err := m.cni.detach(ctx, rec, "cni teardown", m.nets, p)
 			end(nil)
 			return err
 		}
