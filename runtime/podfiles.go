@@ -1,7 +1,9 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,9 +15,9 @@ import (
 
 // writePodFiles writes the files every container of the pod mounts, as the
 // kubelet (/etc/hosts) and CRI runtimes (/etc/hostname, /etc/resolv.conf)
-// do, and builds the pod's CA bundle.
-// caPEM is the bundle's content, built beside the sandbox (CABundlePEM).
-func (r *Runtime) writePodFiles(p *state.Pod, caPEM []byte) (mounts []Mount, caBundle string, err error) {
+// do, and installs the pod's CA bundle: caSrc, an entry of r.caBundles(),
+// looked up beside the sandbox.
+func (r *Runtime) writePodFiles(p *state.Pod, caSrc string) (mounts []Mount, caBundle string, err error) {
 	dir := filepath.Join(r.Sandbox.Store.PodDir(p.ID), "etc")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, "", err
@@ -47,11 +49,24 @@ func (r *Runtime) writePodFiles(p *state.Pod, caPEM []byte) (mounts []Mount, caB
 		}
 		mounts = append(mounts, Mount{ContainerPath: f.path, HostPath: hp, Source: MountFromPod, Origin: f.name})
 	}
-	caBundle, _, err = inject.WriteCABundle(r.Config.Injection.CA, filepath.Join(r.Sandbox.Store.PodDir(p.ID), "ca"), caPEM)
+	caDir := filepath.Join(r.Sandbox.Store.PodDir(p.ID), "ca")
+	caBundle, _, err = inject.LinkCABundle(r.Config.Injection.CA, caDir, caSrc)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Pruned since the lookup (another set of inputs filled the cache).
+		if caSrc, err = r.caBundles().Bundle(r.Config.Injection.CA); err == nil {
+			caBundle, _, err = inject.LinkCABundle(r.Config.Injection.CA, caDir, caSrc)
+		}
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("CA bundle: %w", err)
 	}
 	return mounts, caBundle, nil
+}
+
+// caBundles is the cache of built CA bundles, in the state directory: like
+// the pods' own bundles, it need not survive a reboot.
+func (r *Runtime) caBundles() inject.CABundleCache {
+	return inject.CABundleCache{Dir: filepath.Join(r.Config.StateDir, "ca-bundles")}
 }
 
 // hostIP is the node's primary IPv4 address (status.hostIP): that of the

@@ -125,16 +125,16 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 		return nil, nil, err
 	}
 	// Work that needs no sandbox runs while the sandbox is made: the CA
-	// bundle's content, and the shim's start (exec and Go init of this
-	// binary), which then waits for the pod's id.
+	// bundle (from the cache, or built), and the shim's start (exec and Go
+	// init of its binary), which then waits for the pod's id.
 	type caResult struct {
-		pem []byte
-		err error
+		bundle string // a CABundleCache entry
+		err    error
 	}
 	caDone := make(chan caResult, 1)
 	go func() {
-		pem, err := inject.CABundlePEM(r.Config.Injection.CA)
-		caDone <- caResult{pem, err}
+		bundle, err := r.caBundles().Bundle(r.Config.Injection.CA)
+		caDone <- caResult{bundle, err}
 	}()
 	shim, err := r.spawnShim()
 	if err != nil {
@@ -171,7 +171,7 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 	var podFiles []Mount
 	var caBundle string
 	if err == nil {
-		podFiles, caBundle, err = r.writePodFiles(p, ca.pem)
+		podFiles, caBundle, err = r.writePodFiles(p, ca.bundle)
 	}
 	end(err)
 	if err != nil {
