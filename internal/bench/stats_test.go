@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/podlab/podlab/internal/trace"
 )
 
 func TestPercentileNearestRank(t *testing.T) {
@@ -186,5 +188,36 @@ func TestSealMode(t *testing.T) {
 		if got := sealMode(tc.c, "probe"); got != tc.want {
 			t.Errorf("sealMode(%+v) = %s, want %s", tc.c, got, tc.want)
 		}
+	}
+}
+
+// Stages that run side by side are each a stage of their own, and the
+// phase's untimed rest counts their overlap once.
+func TestCycleSamplesParallel(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	c := &Cycle{
+		Ready: ms(30), Up: ms(30), Total: ms(30),
+		Run: []trace.Span{
+			{Name: "cni", Start: 0, Dur: ms(10)},
+			{Name: "pause", Start: ms(5), Dur: ms(15)}, // beside cni, and longer than it
+			{Name: "cni bridge ADD", Parent: "cni", Start: ms(1), Dur: ms(8)},
+			{Name: "ctr app create+start", Parent: "container app", Start: ms(6), Dur: ms(2)}, // inside pause's time
+		},
+	}
+	nested := map[string]bool{}
+	var other time.Duration
+	for _, s := range cycleSamples(c) {
+		nested[s.key.name] = s.nested
+		if s.key.name == StageOtherRun {
+			other = s.dur
+		}
+	}
+	for name, want := range map[string]bool{"cni": false, "pause": false, "cni bridge ADD": true, "ctr app create+start": true} {
+		if nested[name] != want {
+			t.Errorf("%s: nested = %v, want %v", name, nested[name], want)
+		}
+	}
+	if other != ms(10) {
+		t.Errorf("other (run) = %v, want 10ms (30 ms minus the 20 ms cni and pause cover together)", other)
 	}
 }
