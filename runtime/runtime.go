@@ -21,6 +21,7 @@ import (
 	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/manifest"
 	"github.com/podlab/podlab/internal/oci"
+	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/rootfs"
@@ -146,7 +147,10 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 		return nil, nil, err
 	}
 	var undo cleanup.List
-	undo.Add("removing pod", func() error { return r.removePod(context.Background(), p, 0, trace.New()) })
+	undo.Add("removing pod", func() error {
+		shim.abandon() // a shim still waiting for the pod exits now, not at killShim's SIGKILL
+		return r.removePod(context.Background(), p, 0, trace.New())
+	})
 	defer func() {
 		if retErr != nil {
 			if err := undo.Run(); err != nil {
@@ -189,6 +193,9 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 		p.Containers = append(p.Containers, *ctr)
 	}
 	p.Events = append(p.Events, events...)
+	// One write records the containers and the shim that will run them.
+	p.ShimPID = shim.cmd.Process.Pid
+	p.ShimStart, _ = proc.StartTime(p.ShimPID)
 	if err := r.Sandbox.Store.Save(p); err != nil {
 		return nil, nil, err
 	}
@@ -295,11 +302,11 @@ func (r *Runtime) createContainer(p *state.Pod, mf *manifest.Manifest, pc planne
 		return nil, nil, err
 	}
 	layers, err := buildLayers(in, rootfsPath, ctr.ID, sb, hook)
+	if err == nil {
+		err = layers.write(dir)
+	}
 	end(err)
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := layers.write(dir); err != nil {
 		return nil, nil, err
 	}
 	if err := failpoint.Hit("after-ctr-" + c.Name + "-config"); err != nil {
@@ -424,8 +431,39 @@ func (r *Runtime) removePod(ctx context.Context, p *state.Pod, grace time.Durati
 			return err
 		}
 	}
-	end := rec.Start("remove containers")
+	end := rec.Start("stop containers")
 	errs := r.stopContainers(p, grace)
+	end(nil)
+	if err := errors.Join(errs...); err != nil {
+		// Delete what did stop; leave the sandbox for a later rm or gc.
+		return errors.Join(err, r.removeContainers(p, rec))
+	}
+	// With every container stopped, their removal and the sandbox's
+	// teardown (pause stop, CNI DEL, netns removal, pause delete) need
+	// nothing from each other: run them side by side. The pod cgroup
+	// goes last, once both have removed their cgroups under it.
+	sandboxDone := make(chan error, 1)
+	go func() {
+		err := r.Sandbox.Stop(ctx, p, grace, rec)
+		if err != nil {
+			err = fmt.Errorf("stopping pod %s: %w", p.Key(), err)
+		} else {
+			err = r.Sandbox.DeletePause(p, rec)
+		}
+		sandboxDone <- err
+	}()
+	err := r.removeContainers(p, rec)
+	if err := errors.Join(err, <-sandboxDone); err != nil {
+		return err
+	}
+	return r.Sandbox.Delete(p, rec)
+}
+
+// removeContainers deletes the pod's stopped containers, their root
+// filesystems, its volumes and its logs.
+func (r *Runtime) removeContainers(p *state.Pod, rec *trace.Recorder) error {
+	end := rec.Start("remove containers")
+	var errs []error
 	// Containers whose record was not saved yet (a failure mid-create)
 	// still have bundle dirs: sweep the dir, not only the record.
 	ctrDirs, _ := os.ReadDir(filepath.Join(r.Sandbox.Store.PodDir(p.ID), "containers"))
@@ -443,14 +481,13 @@ func (r *Runtime) removePod(ctx context.Context, p *state.Pod, grace time.Durati
 	end = rec.Start("remove volumes")
 	err := volume.Teardown(r.volumesDir(p))
 	end(err)
-	errs = append(errs, err, failpoint.Hit("teardown-after-volumes"))
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(err, failpoint.Hit("teardown-after-volumes")); err != nil {
 		return err
 	}
 	if p.UID != "" {
 		os.RemoveAll(r.LogDir(p))
 	}
-	return r.Sandbox.Remove(ctx, p, grace, rec)
+	return nil
 }
 
 // stopContainers stops all of the pod's containers at once, each with the

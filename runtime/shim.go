@@ -68,15 +68,10 @@ func (s *shimProcess) abandon() {
 	}
 }
 
-// startShim hands the pod to its shim and waits for the shim's report.
+// startShim hands the pod, whose record names the shim (p.ShimPID), to
+// its shim and waits for the shim's report.
 func (r *Runtime) startShim(p *state.Pod, s *shimProcess) (*shim.Report, error) {
 	defer s.abandon()
-	p.ShimPID = s.cmd.Process.Pid
-	p.ShimStart, _ = proc.StartTime(p.ShimPID)
-	if err := r.Sandbox.Store.Save(p); err != nil {
-		s.cmd.Process.Kill()
-		return nil, err
-	}
 	_, err := s.control.WriteString(p.ID)
 	s.control.Close()
 	s.control = nil

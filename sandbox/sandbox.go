@@ -352,17 +352,30 @@ func (m *Manager) Remove(ctx context.Context, p *state.Pod, grace time.Duration,
 	if err := m.Stop(ctx, p, grace, rec); err != nil {
 		return fmt.Errorf("stopping pod %s: %w", p.Key(), err)
 	}
+	if err := m.DeletePause(p, rec); err != nil {
+		return err
+	}
+	return m.Delete(p, rec)
+}
+
+// DeletePause deletes the stopped pause container (its cgroup, its
+// libcontainer state). Idempotent.
+func (m *Manager) DeletePause(p *state.Pod, rec *trace.Recorder) error {
 	end := rec.Start("delete pause")
 	err := m.OCI.Delete(p.ID)
 	end(err)
-	if err == nil {
-		err = failpoint.Hit("teardown-after-pause-delete")
-	}
 	if err != nil {
 		return err
 	}
-	end = rec.Start("cgroup remove")
-	err = m.destroyCgroup(p.CgroupPath)
+	return failpoint.Hit("teardown-after-pause-delete")
+}
+
+// Delete removes what is left of a sandbox once its pause and containers
+// are deleted: the pod cgroup (empty by then) and the state record.
+// Idempotent.
+func (m *Manager) Delete(p *state.Pod, rec *trace.Recorder) error {
+	end := rec.Start("cgroup remove")
+	err := m.destroyCgroup(p.CgroupPath)
 	end(err)
 	if err == nil {
 		err = failpoint.Hit("teardown-after-cgroup")

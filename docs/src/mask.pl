@@ -164,6 +164,24 @@ for (my $i = 0; $i < @in; $i++) {
             @rows[$j .. $k] = sort @rows[$j .. $k] if $k > $j;
             $j = $k;
         }
+        # rm removes the containers beside the sandbox's teardown (pause
+        # stop, netns, CNI DEL, pause delete), so rows of the two branches
+        # interleave by timing: put each stage (with its children) in the
+        # order of the code instead.
+        my @order = ('stop containers', 'remove containers', 'remove volumes', 'stop pause',
+                     'netns remove', 'cni teardown', 'delete pause', 'cgroup remove', 'state remove');
+        my %rank = map { $order[$_] => $_ } 0 .. $#order;
+        my @groups;
+        for my $r (@rows) {
+            if ($r =~ /^  / && @groups) { push @{$groups[-1]{rows}}, $r; next }
+            my ($name) = $r =~ /^(\S+(?: \S+)*)/;
+            push @groups, {name => $name // '', rows => [$r]};
+        }
+        if (grep { $_->{name} eq 'remove containers' } @groups) {
+            my $n = 0;
+            $_->{pos} = $rank{$_->{name}} // (@order + $n++) for @groups;
+            @rows = map { @{$_->{rows}} } sort { $a->{pos} <=> $b->{pos} } @groups;
+        }
         push @out, @rows;
         next;
     }
