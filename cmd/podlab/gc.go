@@ -98,6 +98,15 @@ left alone, and gc touches only what podlab's records name.`,
 				}
 				fmt.Printf("%s state dir of unrecorded pod %s\n", verb, state.ShortID(id))
 			}
+			if !dryRun {
+				pruned, err := m.Store.PruneNames()
+				if err != nil {
+					return err
+				}
+				for _, n := range pruned {
+					fmt.Printf("removed the name reservation of unrecorded pod %s\n", n)
+				}
+			}
 			return nil
 		},
 	}

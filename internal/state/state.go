@@ -121,7 +121,7 @@ type Store struct {
 // Open creates the store's directories (0700: records hold manifests that
 // may include secrets).
 func Open(dir string) (*Store, error) {
-	for _, d := range []string{dir, filepath.Join(dir, "pods"), filepath.Join(dir, "locks")} {
+	for _, d := range []string{dir, filepath.Join(dir, "pods"), filepath.Join(dir, "locks"), filepath.Join(dir, "names")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("creating state dir: %w", err)
 		}
@@ -139,14 +139,83 @@ func (s *Store) recordPath(id string) string { return filepath.Join(s.PodDir(id)
 
 // Create writes a new record; it fails with ErrExists if a pod with the
 // same namespace/name is recorded. The caller holds that name's lock.
+//
+// The name is reserved first, as CRI-O's name registrar and containerd's
+// name store do: a file names/<namespace>_<name> holding the pod's id,
+// created exclusively. Checking every record instead costs a read and a
+// decode per pod on the node (5 ms with 100 pods).
 func (s *Store) Create(p *Pod) error {
-	if existing, err := s.Find(p.Namespace, p.Name); err == nil {
-		return fmt.Errorf("pod %q %w (id %s, state %s)", p.Key(), ErrExists, ShortID(existing.ID), existing.State)
+	if err := s.reserveName(p); err != nil {
+		return err
 	}
 	if err := os.Mkdir(s.PodDir(p.ID), 0o700); err != nil {
+		s.releaseName(p.Namespace, p.Name, p.ID)
 		return fmt.Errorf("creating pod dir: %w", err)
 	}
-	return s.Save(p)
+	if err := s.Save(p); err != nil {
+		s.Delete(p.ID)
+		s.releaseName(p.Namespace, p.Name, p.ID)
+		return err
+	}
+	return nil
+}
+
+func (s *Store) namePath(namespace, name string) string {
+	return filepath.Join(s.dir, "names", namespace+"_"+name)
+}
+
+// reserveName records namespace/name → p.ID, unless a recorded pod holds
+// the name. A reservation whose pod has no record (a crash between the
+// two) is stale and taken over.
+func (s *Store) reserveName(p *Pod) error {
+	path := s.namePath(p.Namespace, p.Name)
+	for range 2 {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err == nil {
+			_, werr := f.WriteString(p.ID)
+			if err := errors.Join(werr, f.Close()); err != nil {
+				os.Remove(path)
+				return fmt.Errorf("reserving pod name %s: %w", p.Key(), err)
+			}
+			return nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("reserving pod name %s: %w", p.Key(), err)
+		}
+		existing, err := s.byName(p.Namespace, p.Name)
+		if err == nil {
+			return fmt.Errorf("pod %q %w (id %s, state %s)", p.Key(), ErrExists, ShortID(existing.ID), existing.State)
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("pod %q: reserved by a record that cannot be read: %w", p.Key(), err)
+		}
+		os.Remove(path) // stale: its pod has no record
+	}
+	return fmt.Errorf("reserving pod name %s: %w", p.Key(), ErrExists)
+}
+
+// byName is the recorded pod the name index points at.
+func (s *Store) byName(namespace, name string) (*Pod, error) {
+	id, err := os.ReadFile(s.namePath(namespace, name))
+	if err != nil || len(id) == 0 || strings.ContainsAny(string(id), "/.") {
+		return nil, ErrNotFound
+	}
+	p, err := s.Get(string(id))
+	if err != nil {
+		return nil, err
+	}
+	if p.Namespace != namespace || p.Name != name {
+		return nil, ErrNotFound
+	}
+	return p, nil
+}
+
+// releaseName removes the name's reservation if it is id's.
+func (s *Store) releaseName(namespace, name, id string) {
+	path := s.namePath(namespace, name)
+	if cur, err := os.ReadFile(path); err == nil && string(cur) == id {
+		os.Remove(path)
+	}
 }
 
 // Save replaces the record atomically.
@@ -214,6 +283,10 @@ func (s *Store) List() (pods []*Pod, orphans []string, err error) {
 // Find returns the pod named name in namespace, or whose id starts with
 // name (at least 4 characters).
 func (s *Store) Find(namespace, name string) (*Pod, error) {
+	if p, err := s.byName(namespace, name); err == nil {
+		return p, nil
+	}
+	// Not by name: an id prefix, or a record from before the name index.
 	pods, _, err := s.List()
 	if err != nil {
 		return nil, err
@@ -237,12 +310,48 @@ func (s *Store) Find(namespace, name string) (*Pod, error) {
 	}
 }
 
-// Delete removes the pod's record and its directory.
+// Delete removes the pod's record and its directory, then its name's
+// reservation (a crash between the two leaves a stale one, which Create
+// takes over and PruneNames removes).
 func (s *Store) Delete(id string) error {
+	p, getErr := s.Get(id)
 	if err := os.RemoveAll(s.PodDir(id)); err != nil {
 		return fmt.Errorf("removing pod state %s: %w", ShortID(id), err)
 	}
+	if getErr == nil {
+		s.releaseName(p.Namespace, p.Name, id)
+	}
 	return nil
+}
+
+// PruneNames removes name reservations whose pod has no record, each
+// under its name's lock (a create in progress holds it: its reservation
+// precedes its record). For gc.
+func (s *Store) PruneNames() (pruned []string, err error) {
+	entries, err := os.ReadDir(filepath.Join(s.dir, "names"))
+	if err != nil {
+		return nil, fmt.Errorf("listing pod names: %w", err)
+	}
+	for _, e := range entries {
+		// "_" cannot occur in a namespace (a DNS label): the first one splits.
+		namespace, name, ok := strings.Cut(e.Name(), "_")
+		if !ok {
+			continue
+		}
+		lock, err := s.TryLockPod(namespace, name)
+		if err != nil || lock == nil {
+			continue
+		}
+		if _, err := s.byName(namespace, name); errors.Is(err, ErrNotFound) {
+			if os.Remove(s.namePath(namespace, name)) == nil {
+				pruned = append(pruned, namespace+"/"+name)
+			}
+			lock.UnlockAndRemove()
+			continue
+		}
+		lock.Unlock()
+	}
+	return pruned, nil
 }
 
 // Lock is a held flock.

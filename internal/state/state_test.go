@@ -124,3 +124,47 @@ func BenchmarkSave(b *testing.B) {
 		}
 	}
 }
+
+// The name index: Delete releases the name; a reservation left by a crash
+// (no record behind it) is taken over by Create and removed by PruneNames;
+// a live pod's reservation survives PruneNames.
+func TestNameReservations(t *testing.T) {
+	s, _ := Open(t.TempDir())
+	p := newPod("web")
+	if err := s.Create(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(p.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(s.namePath("default", "web")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("name reservation after Delete: %v", err)
+	}
+
+	// A crash after the reservation, before the record.
+	stale := newPod("web")
+	if err := os.WriteFile(s.namePath("default", "web"), []byte(stale.ID), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	again := newPod("web")
+	if err := s.Create(again); err != nil {
+		t.Fatalf("Create over a stale reservation: %v", err)
+	}
+	if got, err := s.Find("default", "web"); err != nil || got.ID != again.ID {
+		t.Fatalf("Find = %v, %v; want %s", got, err, ShortID(again.ID))
+	}
+
+	if err := os.WriteFile(s.namePath("default", "gone"), []byte(stale.ID), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pruned, err := s.PruneNames()
+	if err != nil || len(pruned) != 1 || pruned[0] != "default/gone" {
+		t.Fatalf("PruneNames = %v, %v; want [default/gone]", pruned, err)
+	}
+	if _, err := s.Find("default", "web"); err != nil {
+		t.Fatalf("the live pod's name after PruneNames: %v", err)
+	}
+	if err := s.Create(newPod("web")); !errors.Is(err, ErrExists) {
+		t.Fatalf("Create of a live name after PruneNames = %v, want ErrExists", err)
+	}
+}

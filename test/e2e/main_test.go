@@ -97,4 +97,7 @@ func noState(t *testing.T) {
 	if len(ents) != 0 {
 		t.Errorf("state left behind: %d pod dirs", len(ents))
 	}
+	if names, _ := os.ReadDir(filepath.Join(stateDir, "names")); len(names) != 0 {
+		t.Errorf("state left behind: %d pod name reservations", len(names))
+	}
 }
