@@ -443,15 +443,7 @@ func (r *Runtime) removePod(ctx context.Context, p *state.Pod, grace time.Durati
 	// nothing from each other: run them side by side. The pod cgroup
 	// goes last, once both have removed their cgroups under it.
 	sandboxDone := make(chan error, 1)
-	go func() {
-		err := r.Sandbox.Stop(ctx, p, grace, rec)
-		if err != nil {
-			err = fmt.Errorf("stopping pod %s: %w", p.Key(), err)
-		} else {
-			err = r.Sandbox.DeletePause(p, rec)
-		}
-		sandboxDone <- err
-	}()
+	go func() { sandboxDone <- r.Sandbox.Release(ctx, p, grace, rec) }()
 	err := r.removeContainers(p, rec)
 	if err := errors.Join(err, <-sandboxDone); err != nil {
 		return err

@@ -130,7 +130,7 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 	if err != nil {
 		return nil, err
 	}
-	undo.Add("removing pod state", func() error { return m.Store.Delete(p.ID) })
+	undo.Add("removing pod state", func() error { return m.Store.Delete(p) })
 	if err := failpoint.Hit("after-state"); err != nil {
 		return nil, err
 	}
@@ -349,18 +349,19 @@ func (m *Manager) Stop(ctx context.Context, p *state.Pod, grace time.Duration, r
 // pod cgroup and the state record. Idempotent; on error the record stays so
 // that a later rm or gc can finish.
 func (m *Manager) Remove(ctx context.Context, p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
-	if err := m.Stop(ctx, p, grace, rec); err != nil {
-		return fmt.Errorf("stopping pod %s: %w", p.Key(), err)
-	}
-	if err := m.DeletePause(p, rec); err != nil {
+	if err := m.Release(ctx, p, grace, rec); err != nil {
 		return err
 	}
 	return m.Delete(p, rec)
 }
 
-// DeletePause deletes the stopped pause container (its cgroup, its
-// libcontainer state). Idempotent.
-func (m *Manager) DeletePause(p *state.Pod, rec *trace.Recorder) error {
+// Release stops the sandbox if needed (Stop) and deletes its pause
+// container (its cgroup, its libcontainer state): all of Remove that does
+// not wait for the pod's containers to be deleted. Idempotent.
+func (m *Manager) Release(ctx context.Context, p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
+	if err := m.Stop(ctx, p, grace, rec); err != nil {
+		return fmt.Errorf("stopping pod %s: %w", p.Key(), err)
+	}
 	end := rec.Start("delete pause")
 	err := m.OCI.Delete(p.ID)
 	end(err)
@@ -384,7 +385,7 @@ func (m *Manager) Delete(p *state.Pod, rec *trace.Recorder) error {
 		return err
 	}
 	end = rec.Start("state remove")
-	err = m.Store.Delete(p.ID)
+	err = m.Store.Delete(p)
 	end(err)
 	return err
 }
