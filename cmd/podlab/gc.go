@@ -92,7 +92,7 @@ left alone, and gc touches only what podlab's records name.`,
 					continue
 				}
 				if !dryRun {
-					if err := m.Store.Delete(id); err != nil {
+					if err := m.Store.DeleteOrphan(id); err != nil {
 						return err
 					}
 				}

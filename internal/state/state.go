@@ -153,8 +153,7 @@ func (s *Store) Create(p *Pod) error {
 		return fmt.Errorf("creating pod dir: %w", err)
 	}
 	if err := s.Save(p); err != nil {
-		s.Delete(p.ID)
-		s.releaseName(p.Namespace, p.Name, p.ID)
+		s.Delete(p)
 		return err
 	}
 	return nil
@@ -310,16 +309,22 @@ func (s *Store) Find(namespace, name string) (*Pod, error) {
 	}
 }
 
-// Delete removes the pod's record and its directory, then its name's
+// Delete removes pod p's record and its directory, then its name's
 // reservation (a crash between the two leaves a stale one, which Create
 // takes over and PruneNames removes).
-func (s *Store) Delete(id string) error {
-	p, getErr := s.Get(id)
+func (s *Store) Delete(p *Pod) error {
+	if err := s.DeleteOrphan(p.ID); err != nil {
+		return err
+	}
+	s.releaseName(p.Namespace, p.Name, p.ID)
+	return nil
+}
+
+// DeleteOrphan removes the directory of pod id, which has no record (a
+// crash between the directory and the record): for gc.
+func (s *Store) DeleteOrphan(id string) error {
 	if err := os.RemoveAll(s.PodDir(id)); err != nil {
 		return fmt.Errorf("removing pod state %s: %w", ShortID(id), err)
-	}
-	if getErr == nil {
-		s.releaseName(p.Namespace, p.Name, id)
 	}
 	return nil
 }

@@ -43,7 +43,7 @@ func TestCreateFindDelete(t *testing.T) {
 	if got, _ := s.Get(p.ID); got.State != PodReady {
 		t.Fatalf("state after Save = %s", got.State)
 	}
-	if err := s.Delete(p.ID); err != nil {
+	if err := s.Delete(p); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Get(p.ID); !errors.Is(err, ErrNotFound) {
@@ -134,7 +134,7 @@ func TestNameReservations(t *testing.T) {
 	if err := s.Create(p); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Delete(p.ID); err != nil {
+	if err := s.Delete(p); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(s.namePath("default", "web")); !errors.Is(err, os.ErrNotExist) {
