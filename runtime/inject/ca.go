@@ -75,18 +75,13 @@ func CABundlePEM(cfg CAConfig) ([]byte, error) {
 
 // WriteCABundle writes data, from CABundlePEM(cfg), as BuildCABundle does.
 func WriteCABundle(cfg CAConfig, dir string, data []byte) (bundle, certsDir string, err error) {
-	return installCABundle(cfg, dir, func(tmp string) error {
-		if err := os.WriteFile(tmp, data, 0o644); err != nil {
-			return err
-		}
-		return os.Chmod(tmp, 0o644) // whatever the umask
-	})
+	return installCABundle(cfg, dir, func(bundle string) error { return writeFileAtomic(bundle, data) })
 }
 
-// installCABundle makes dir, lets place create the bundle's content at a
-// temporary path in it, renames that into place and builds the certs
+// installCABundle makes dir, lets place put the bundle at its path in it,
+// all at once (a reader never sees half of it), and builds the certs
 // directory when cfg.Dirs.
-func installCABundle(cfg CAConfig, dir string, place func(tmp string) error) (bundle, certsDir string, err error) {
+func installCABundle(cfg CAConfig, dir string, place func(bundle string) error) (bundle, certsDir string, err error) {
 	cfg = cfg.withDefaults()
 	dir, err = filepath.Abs(dir)
 	if err != nil {
@@ -96,14 +91,7 @@ func installCABundle(cfg CAConfig, dir string, place func(tmp string) error) (bu
 		return "", "", fmt.Errorf("build CA bundle: %w", err)
 	}
 	bundle = filepath.Join(dir, BundleName)
-	tmp := filepath.Join(dir, "."+BundleName+".tmp")
-	os.Remove(tmp) // left by a crash; the pod's directory is ours alone
-	if err := place(tmp); err != nil {
-		os.Remove(tmp)
-		return "", "", fmt.Errorf("build CA bundle: %w", err)
-	}
-	if err := os.Rename(tmp, bundle); err != nil {
-		os.Remove(tmp)
+	if err := place(bundle); err != nil {
 		return "", "", fmt.Errorf("build CA bundle: %w", err)
 	}
 	if !cfg.Dirs {

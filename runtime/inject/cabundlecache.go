@@ -129,10 +129,20 @@ func inputsKey(cfg CAConfig) (string, error) {
 // bundle in dir, as BuildCABundle does, by a hard link (a copy across file
 // systems). An error wrapping fs.ErrNotExist means src was pruned meanwhile.
 func LinkCABundle(cfg CAConfig, dir, src string) (bundle, certsDir string, err error) {
-	return installCABundle(cfg, dir, func(tmp string) error {
-		if err := os.Link(src, tmp); err == nil || errors.Is(err, fs.ErrNotExist) {
-			return err
+	return installCABundle(cfg, dir, func(bundle string) error {
+		// Linked beside the bundle, then renamed over it, as writeFileAtomic does.
+		tmp := filepath.Join(filepath.Dir(bundle), "."+filepath.Base(bundle)+".link")
+		os.Remove(tmp) // left by a crash; the pod's directory is ours alone
+		err := os.Link(src, tmp)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			err = copyFile(src, tmp)
 		}
-		return copyFile(src, tmp)
+		if err == nil {
+			err = os.Rename(tmp, bundle)
+		}
+		if err != nil {
+			os.Remove(tmp)
+		}
+		return err
 	})
 }
