@@ -24,15 +24,15 @@ const SystemPath = "/etc/podlab/config.yaml"
 
 // Config is podlab's configuration. Data only.
 type Config struct {
-	StateDir               string `json:"stateDir"`
-	NetNSDir               string `json:"netnsDir"`
-	ImageDir               string `json:"imageDir"`
-	LogDir                 string `json:"logDir"`
-	CgroupParent           string `json:"cgroupParent"`
-	PauseBinary            string `json:"pauseBinary"`
+	StateDir     string `json:"stateDir"`
+	NetNSDir     string `json:"netnsDir"`
+	ImageDir     string `json:"imageDir"`
+	LogDir       string `json:"logDir"`
+	CgroupParent string `json:"cgroupParent"`
+	PauseBinary  string `json:"pauseBinary"`
 	// ShimBinary is the per-pod shim; "" = podlab-shim next to podlab,
 	// then $PATH.
-	ShimBinary string `json:"shimBinary"`
+	ShimBinary             string `json:"shimBinary"`
 	StopGracePeriodSeconds int    `json:"stopGracePeriodSeconds"`
 	CNI                    CNI    `json:"cni"`
 	// EnvPolicy decides env keys set by more than one source: kubelet,
