@@ -1,6 +1,7 @@
 // Package netns manages persistent network namespaces: a namespace pinned by a
 // bind mount on a file under a directory such as /var/run/netns, the way
-// `ip netns add` and containerd's pkg/netns do it.
+// `ip netns add` and containerd's pkg/netns do it. Pin does the same for the
+// IPC and UTS namespaces a pod shares, as CRI-O's pinns does.
 package netns
 
 import (
@@ -33,47 +34,81 @@ func ValidateName(name string) error {
 
 // New creates a network namespace pinned at dir/name. It fails if the file
 // exists. On failure nothing is left behind.
-func New(dir, name string) (ns *NetNS, retErr error) {
+func New(dir, name string) (*NetNS, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	if err := ensureSharedDir(dir); err != nil {
-		return nil, err
-	}
 	path := filepath.Join(dir, name)
-	// O_EXCL: two creators of one name must not share a namespace.
-	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
-	if err != nil {
-		return nil, fmt.Errorf("creating netns file %s: %w", path, err)
-	}
-	f.Close()
-	defer func() {
-		if retErr != nil {
-			os.Remove(path)
-		}
-	}()
-
-	// Unshare on a dedicated, locked thread and bind-mount that thread's
-	// namespace. The thread is never unlocked, so the Go runtime discards it
-	// instead of reusing a thread that lives in the new namespace.
-	errCh := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			errCh <- fmt.Errorf("unshare(CLONE_NEWNET): %w", err)
-			return
-		}
-		src := fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid())
-		if err := unix.Mount(src, path, "none", unix.MS_BIND, ""); err != nil {
-			errCh <- fmt.Errorf("bind-mounting %s on %s: %w", src, path, err)
-			return
-		}
-		errCh <- nil
-	}()
-	if err := <-errCh; err != nil {
+	if err := Pin(map[int]string{unix.CLONE_NEWNET: path}, nil); err != nil {
 		return nil, err
 	}
 	return &NetNS{Path: path}, nil
+}
+
+var kindNames = map[int]string{unix.CLONE_NEWNET: "net", unix.CLONE_NEWIPC: "ipc", unix.CLONE_NEWUTS: "uts"}
+
+// Pin creates a new namespace for each kind in paths (CLONE_NEWNET,
+// CLONE_NEWIPC, CLONE_NEWUTS), all on one thread, runs setup inside them
+// (nil: nothing; e.g. sethostname in a new UTS namespace), and pins each
+// by a bind mount on the file at its path, as `ip netns add` does for a
+// network namespace and CRI-O's pinns for a pod's IPC and UTS ones. Each
+// path's directory is made a shared mount point. It fails if a file
+// exists; on failure nothing is left behind.
+func Pin(paths map[int]string, setup func() error) (retErr error) {
+	var flags int
+	var made []string
+	defer func() {
+		if retErr != nil {
+			for _, p := range made {
+				Remove(p)
+			}
+		}
+	}()
+	for kind, path := range paths {
+		name, ok := kindNames[kind]
+		if !ok {
+			return fmt.Errorf("pinning namespace %s: unsupported kind %#x", path, kind)
+		}
+		if err := ensureSharedDir(filepath.Dir(path)); err != nil {
+			return err
+		}
+		// O_EXCL: two creators of one name must not share a namespace.
+		f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
+		if err != nil {
+			return fmt.Errorf("creating %s namespace file %s: %w", name, path, err)
+		}
+		f.Close()
+		made = append(made, path)
+		flags |= kind
+	}
+
+	// Unshare on a dedicated, locked thread and bind-mount that thread's
+	// namespaces. The thread is never unlocked, so the Go runtime discards
+	// it instead of reusing a thread that lives in the new namespaces.
+	errCh := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := unix.Unshare(flags); err != nil {
+			errCh <- fmt.Errorf("unshare(%#x): %w", flags, err)
+			return
+		}
+		if setup != nil {
+			if err := setup(); err != nil {
+				errCh <- err
+				return
+			}
+		}
+		tid := unix.Gettid()
+		for kind, path := range paths {
+			src := fmt.Sprintf("/proc/self/task/%d/ns/%s", tid, kindNames[kind])
+			if err := unix.Mount(src, path, "none", unix.MS_BIND, ""); err != nil {
+				errCh <- fmt.Errorf("bind-mounting %s on %s: %w", src, path, err)
+				return
+			}
+		}
+		errCh <- nil
+	}()
+	return <-errCh
 }
 
 // ensureSharedDir makes dir a shared mount point (bind-mounting it on itself
@@ -81,7 +116,7 @@ func New(dir, name string) (ns *NetNS, retErr error) {
 // file propagates into mount namespaces created after it.
 func ensureSharedDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("creating netns dir %s: %w", dir, err)
+		return fmt.Errorf("creating namespace dir %s: %w", dir, err)
 	}
 	err := unix.Mount("", dir, "none", unix.MS_SHARED|unix.MS_REC, "")
 	if err == nil {
@@ -100,14 +135,15 @@ func ensureSharedDir(dir string) error {
 	return nil
 }
 
-// Remove unmounts and deletes the namespace file. It is idempotent: a missing
-// file or a file that is no longer mounted is not an error.
+// Remove unmounts and deletes a namespace file (of any kind). It is
+// idempotent: a missing file or a file that is no longer mounted is not an
+// error.
 func Remove(path string) error {
 	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("unmounting netns %s: %w", path, err)
+		return fmt.Errorf("unmounting namespace %s: %w", path, err)
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("removing netns file %s: %w", path, err)
+		return fmt.Errorf("removing namespace file %s: %w", path, err)
 	}
 	return nil
 }

@@ -24,12 +24,15 @@ const SystemPath = "/etc/podlab/config.yaml"
 
 // Config is podlab's configuration. Data only.
 type Config struct {
-	StateDir     string `json:"stateDir"`
-	NetNSDir     string `json:"netnsDir"`
-	ImageDir     string `json:"imageDir"`
-	LogDir       string `json:"logDir"`
-	CgroupParent string `json:"cgroupParent"`
-	PauseBinary  string `json:"pauseBinary"`
+	StateDir string `json:"stateDir"`
+	NetNSDir string `json:"netnsDir"`
+	// NamespacesDir holds the pods' pinned IPC and UTS namespaces, in
+	// ipcns/ and utsns/.
+	NamespacesDir string `json:"namespacesDir"`
+	ImageDir      string `json:"imageDir"`
+	LogDir        string `json:"logDir"`
+	CgroupParent  string `json:"cgroupParent"`
+	PauseBinary   string `json:"pauseBinary"`
 	// ShimBinary is the per-pod shim; "" = podlab-shim next to podlab,
 	// then $PATH.
 	ShimBinary             string `json:"shimBinary"`
@@ -97,7 +100,7 @@ func Load(path string) (*Config, error) {
 
 // Validate checks the fields podlab relies on.
 func (c *Config) Validate() error {
-	for name, p := range map[string]string{"stateDir": c.StateDir, "netnsDir": c.NetNSDir, "imageDir": c.ImageDir, "logDir": c.LogDir, "cgroupParent": c.CgroupParent} {
+	for name, p := range map[string]string{"stateDir": c.StateDir, "netnsDir": c.NetNSDir, "namespacesDir": c.NamespacesDir, "imageDir": c.ImageDir, "logDir": c.LogDir, "cgroupParent": c.CgroupParent} {
 		if !filepath.IsAbs(p) || filepath.Clean(p) != p {
 			return fmt.Errorf("%s: must be a clean absolute path, got %q", name, p)
 		}

@@ -44,6 +44,8 @@ type Pod struct {
 	Created   time.Time `json:"created"`
 
 	NetNS        string   `json:"netns,omitempty"`
+	IPCNS        string   `json:"ipcns,omitempty"` // pinned; "" = the host's
+	UTSNS        string   `json:"utsns,omitempty"` // pinned; "" = the host's
 	IPs          []string `json:"ips,omitempty"`
 	Gateway      string   `json:"gateway,omitempty"`
 	CNINetworks  []string `json:"cniNetworks,omitempty"`
