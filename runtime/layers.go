@@ -247,6 +247,8 @@ func applySecurityContext(sc *runtimeapi.LinuxContainerSecurityContext, pod *cor
 type sandboxInfo struct {
 	PodID       string
 	NetNS       string
+	IPCNS       string // pinned
+	UTSNS       string // pinned
 	PausePID    int
 	HostNetwork bool
 	HostIPC     bool
@@ -340,10 +342,10 @@ func buildOCI(cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, ct
 	if !sb.HostNetwork {
 		l.Namespaces = append(l.Namespaces,
 			specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: sb.NetNS},
-			specs.LinuxNamespace{Type: specs.UTSNamespace, Path: fmt.Sprintf("/proc/%d/ns/uts", sb.PausePID)})
+			specs.LinuxNamespace{Type: specs.UTSNamespace, Path: sb.UTSNS})
 	}
 	if !sb.HostIPC {
-		l.Namespaces = append(l.Namespaces, specs.LinuxNamespace{Type: specs.IPCNamespace, Path: fmt.Sprintf("/proc/%d/ns/ipc", sb.PausePID)})
+		l.Namespaces = append(l.Namespaces, specs.LinuxNamespace{Type: specs.IPCNamespace, Path: sb.IPCNS})
 	}
 	switch sc.NamespaceOptions.Pid {
 	case runtimeapi.NamespaceMode_POD:

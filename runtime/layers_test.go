@@ -78,7 +78,7 @@ func TestLayersCarryEachSource(t *testing.T) {
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("options envs by source = %v, want %v", names, want)
 	}
-	sb := sandboxInfo{PodID: "pod", NetNS: "/var/run/netns/x", PausePID: 42, CgroupPath: "/podlab/pod"}
+	sb := sandboxInfo{PodID: "pod", NetNS: "/var/run/netns/x", IPCNS: "/var/run/ipcns/x", UTSNS: "/var/run/utsns/x", PausePID: 42, CgroupPath: "/podlab/pod"}
 	cri := buildCRI(in, opts, sb)
 	if r := cri.Linux.Resources; r.CpuQuota != 25000 || r.CpuPeriod != 100000 || r.MemoryLimitInBytes != 64<<20 || r.CpuShares != 256 {
 		t.Errorf("CRI resources = %+v", r)
@@ -119,8 +119,8 @@ func TestLayersCarryEachSource(t *testing.T) {
 		nsPaths[ns.Type] = ns.Path
 	}
 	wantNS := map[specs.LinuxNamespaceType]string{
-		specs.MountNamespace: "", specs.NetworkNamespace: "/var/run/netns/x", specs.UTSNamespace: "/proc/42/ns/uts",
-		specs.IPCNamespace: "/proc/42/ns/ipc", specs.PIDNamespace: "",
+		specs.MountNamespace: "", specs.NetworkNamespace: "/var/run/netns/x", specs.UTSNamespace: "/var/run/utsns/x",
+		specs.IPCNamespace: "/var/run/ipcns/x", specs.PIDNamespace: "",
 	}
 	if !reflect.DeepEqual(nsPaths, wantNS) {
 		t.Errorf("namespaces = %v, want %v", nsPaths, wantNS)

@@ -22,14 +22,7 @@ func (r *Runtime) writePodFiles(p *state.Pod, caSrc string) (mounts []Mount, caB
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, "", err
 	}
-	hostname := p.Hostname
-	if p.HostNetwork {
-		hostname, _ = os.Hostname()
-	}
-	hosts := "# Kubernetes-managed hosts file (podlab).\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-	for _, ip := range p.IPs {
-		hosts += ip + "\t" + hostname + "\n"
-	}
+	hostname := podHostname(p)
 	resolv, err := os.ReadFile("/etc/resolv.conf")
 	if err != nil {
 		resolv = nil // a host without resolv.conf gives pods an empty one
@@ -38,7 +31,7 @@ func (r *Runtime) writePodFiles(p *state.Pod, caSrc string) (mounts []Mount, caB
 		name, path string
 		data       []byte
 	}{
-		{"hosts", "/etc/hosts", []byte(hosts)},
+		{"hosts", "/etc/hosts", hostsFile(p, hostname)},
 		{"hostname", "/etc/hostname", []byte(hostname + "\n")},
 		{"resolv.conf", "/etc/resolv.conf", resolv},
 	}
@@ -61,6 +54,30 @@ func (r *Runtime) writePodFiles(p *state.Pod, caSrc string) (mounts []Mount, caB
 		return nil, "", fmt.Errorf("CA bundle: %w", err)
 	}
 	return mounts, caBundle, nil
+}
+
+func podHostname(p *state.Pod) string {
+	if p.HostNetwork {
+		h, _ := os.Hostname()
+		return h
+	}
+	return p.Hostname
+}
+
+// hostsFile is the pod's /etc/hosts, as the kubelet writes it: localhost,
+// then the pod's IPs under its hostname.
+func hostsFile(p *state.Pod, hostname string) []byte {
+	hosts := "# Kubernetes-managed hosts file (podlab).\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+	for _, ip := range p.IPs {
+		hosts += ip + "\t" + hostname + "\n"
+	}
+	return []byte(hosts)
+}
+
+// writeHosts rewrites the pod's /etc/hosts in place, once its IPs are
+// known: containers created before that have the file bind-mounted.
+func (r *Runtime) writeHosts(p *state.Pod) error {
+	return os.WriteFile(filepath.Join(r.Sandbox.Store.PodDir(p.ID), "etc", "hosts"), hostsFile(p, podHostname(p)), 0o644)
 }
 
 // caBundles is the cache of built CA bundles, in the state directory: like

@@ -114,6 +114,11 @@ func (r *Runtime) plan(mf *manifest.Manifest) ([]plannedContainer, error) {
 	return out, nil
 }
 
+type caResult struct {
+	bundle string // a CABundleCache entry
+	err    error
+}
+
 // RunPod creates the sandbox, then the pod's containers: init containers one
 // at a time to completion, then app containers. The caller holds the pod's
 // lock. A failure before any container ran rolls everything back; a failing
@@ -128,10 +133,6 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 	// Work that needs no sandbox runs while the sandbox is made: the CA
 	// bundle (from the cache, or built), and the shim's start (exec and Go
 	// init of its binary), which then waits for the pod's id.
-	type caResult struct {
-		bundle string // a CABundleCache entry
-		err    error
-	}
 	caDone := make(chan caResult, 1)
 	go func() {
 		bundle, err := r.caBundles().Bundle(r.Config.Injection.CA)
@@ -142,13 +143,47 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 		return nil, nil, err
 	}
 	defer shim.abandon() // a no-op once the shim has the pod
-	p, err := r.Sandbox.Create(ctx, mf, rec)
+	// What needs the pause but not the network runs beside CNI ADD: the
+	// volumes, the pod files, and the first container up to `runc create`
+	// in the shim, unless its environment reads the pod's IPs. Its start
+	// waits for the pod's network.
+	var (
+		vols     *volume.PodVolumes
+		podFiles []Mount
+		caBundle string
+		ahead    int // containers created ahead, 0 or 1
+	)
+	prepare := func(p *state.Pod, undo *cleanup.List) error {
+		p.ShimPID = shim.cmd.Process.Pid
+		p.ShimStart, _ = proc.StartTime(p.ShimPID)
+		undo.Add("removing containers", func() error {
+			shim.release() // the shim destroys what it created, then exits
+			return r.removeContainers(p, trace.New())
+		})
+		var err error
+		if vols, podFiles, caBundle, err = r.preparePod(p, mf, caDone, rec); err != nil {
+			return err
+		}
+		if len(planned) == 0 || env.NeedsPodIPs(planned[0].c) {
+			return nil
+		}
+		ctr, evs, err := r.createContainer(p, mf, planned[0], vols, podFiles, caBundle, sandboxOf(p), r.podInfo(mf, p), rec)
+		if err != nil {
+			return err
+		}
+		p.Containers = append(p.Containers, *ctr)
+		p.Events = append(p.Events, evs...)
+		events = append(events, evs...)
+		ahead = 1
+		return shim.hand(p.ID, ctr)
+	}
+	p, err := r.Sandbox.Create(ctx, mf, rec, prepare)
 	if err != nil {
 		return nil, nil, err
 	}
 	var undo cleanup.List
 	undo.Add("removing pod", func() error {
-		shim.abandon() // a shim still waiting for the pod exits now, not at killShim's SIGKILL
+		shim.release() // a shim still waiting for the start destroys what it created and exits
 		return r.removePod(context.Background(), p, 0, trace.New())
 	})
 	defer func() {
@@ -160,42 +195,26 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 	}()
 	p.Manifest = string(mustJSON(mf.Pod))
 
-	end = rec.Start("volumes")
-	vols, err := volume.Setup(r.volumesDir(p), volume.Source{Pod: mf.Pod, ConfigMaps: mf.ConfigMaps, Secrets: mf.Secrets})
-	end(err)
-	if err != nil {
-		return nil, nil, fmt.Errorf("volumes: %w", err)
+	if len(p.IPs) > 0 {
+		// In place: a container created ahead has /etc/hosts bind-mounted.
+		end = rec.Start("pod hosts")
+		err := r.writeHosts(p)
+		end(err)
+		if err != nil {
+			return nil, nil, err
+		}
 	}
-	if err := failpoint.Hit("after-volumes"); err != nil {
-		return nil, nil, err
-	}
-	end = rec.Start("pod files")
-	ca := <-caDone
-	err = ca.err
-	var podFiles []Mount
-	var caBundle string
-	if err == nil {
-		podFiles, caBundle, err = r.writePodFiles(p, ca.bundle)
-	}
-	end(err)
-	if err != nil {
-		return nil, nil, err
-	}
-	sb := sandboxInfo{PodID: p.ID, NetNS: p.NetNS, PausePID: p.PausePID, HostNetwork: p.HostNetwork, HostIPC: p.HostIPC, HostPID: p.HostPID, SharePID: p.ShareProcNS, CgroupPath: p.CgroupPath}
-	podInfo := env.PodInfo{Pod: mf.Pod, PodIPs: p.IPs, HostIP: hostIP(), NodeName: nodeName()}
-
-	for _, pc := range planned {
-		ctr, evs, err := r.createContainer(p, mf, pc, vols, podFiles, caBundle, sb, podInfo, rec)
+	podInfo := r.podInfo(mf, p)
+	for _, pc := range planned[ahead:] {
+		ctr, evs, err := r.createContainer(p, mf, pc, vols, podFiles, caBundle, sandboxOf(p), podInfo, rec)
 		if err != nil {
 			return nil, nil, err
 		}
 		events = append(events, evs...)
+		p.Events = append(p.Events, evs...)
 		p.Containers = append(p.Containers, *ctr)
 	}
-	p.Events = append(p.Events, events...)
 	// One write records the containers and the shim that will run them.
-	p.ShimPID = shim.cmd.Process.Pid
-	p.ShimStart, _ = proc.StartTime(p.ShimPID)
 	if err := r.Sandbox.Store.Save(p); err != nil {
 		return nil, nil, err
 	}
@@ -246,6 +265,41 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 	}
 	undo = cleanup.List{}
 	return p, events, nil
+}
+
+// preparePod sets up what every container of the pod mounts: its volumes,
+// its files (/etc/hosts without the pod's IPs yet) and its CA bundle.
+func (r *Runtime) preparePod(p *state.Pod, mf *manifest.Manifest, caDone <-chan caResult, rec *trace.Recorder) (*volume.PodVolumes, []Mount, string, error) {
+	end := rec.Start("volumes")
+	vols, err := volume.Setup(r.volumesDir(p), volume.Source{Pod: mf.Pod, ConfigMaps: mf.ConfigMaps, Secrets: mf.Secrets})
+	end(err)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("volumes: %w", err)
+	}
+	if err := failpoint.Hit("after-volumes"); err != nil {
+		return nil, nil, "", err
+	}
+	end = rec.Start("pod files")
+	ca := <-caDone
+	err = ca.err
+	var podFiles []Mount
+	var caBundle string
+	if err == nil {
+		podFiles, caBundle, err = r.writePodFiles(p, ca.bundle)
+	}
+	end(err)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return vols, podFiles, caBundle, nil
+}
+
+func sandboxOf(p *state.Pod) sandboxInfo {
+	return sandboxInfo{PodID: p.ID, NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, PausePID: p.PausePID, HostNetwork: p.HostNetwork, HostIPC: p.HostIPC, HostPID: p.HostPID, SharePID: p.ShareProcNS, CgroupPath: p.CgroupPath}
+}
+
+func (r *Runtime) podInfo(mf *manifest.Manifest, p *state.Pod) env.PodInfo {
+	return env.PodInfo{Pod: mf.Pod, PodIPs: p.IPs, HostIP: hostIP(), NodeName: nodeName()}
 }
 
 func mustJSON(v any) []byte {

@@ -579,3 +579,71 @@ spec:
 		t.Errorf("second stop: %v", err)
 	}
 }
+
+// The first container is created while CNI ADD and the pause still run
+// (unless its env reads the pod's IPs), joining the pod's pinned IPC and
+// UTS namespaces. What it sees once started must not differ: /etc/hosts
+// rewritten with the pod's IP, the pod's hostname, the pause's IPC and UTS
+// namespaces; and a container whose env reads status.podIP gets it.
+func TestCreatedAheadSeesPod(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	rec := trace.New()
+	mf, err := manifest.Parse([]byte(`apiVersion: v1
+kind: Pod
+metadata: {name: ahead-check}
+spec:
+  hostname: aheadhost
+  containers:
+  - name: first
+    image: busybox
+    command: ["sh", "-c", "cat /etc/hosts; hostname; readlink /proc/self/ns/ipc; readlink /proc/self/ns/uts"]
+  - name: second
+    image: busybox
+    command: ["sh", "-c", "echo ip=$POD_IP"]
+    env:
+    - name: POD_IP
+      valueFrom: {fieldRef: {fieldPath: status.podIP}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := rt.RunPod(context.Background(), mf, rec)
+	if p != nil {
+		t.Cleanup(func() {
+			if err := rt.RemovePod(context.Background(), p, 0, trace.New()); err != nil {
+				t.Errorf("removing pod: %v", err)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "first" was created before the network was ready.
+	var create, hosts, cni time.Duration
+	for _, s := range rec.Spans() {
+		switch s.Name {
+		case "ctr first create":
+			create = s.Start
+		case "pod hosts":
+			hosts = s.Start
+		case "cni":
+			cni = s.Start + s.Dur
+		}
+	}
+	if create == 0 || hosts == 0 || create > cni || create > hosts {
+		t.Errorf("ctr first create at %v, CNI done at %v, pod hosts at %v: not created ahead", create, cni, hosts)
+	}
+	code, out := waitExit(t, rt, p, "first")
+	if code != 0 || !strings.Contains(out, p.IPs[0]+"\taheadhost\n") || !strings.Contains(out, "\naheadhost\n") {
+		t.Errorf("first (exit %d) sees:\n%s\nwant %s aheadhost in /etc/hosts and hostname aheadhost", code, out, p.IPs[0])
+	}
+	for _, ns := range []string{"ipc", "uts"} {
+		pause, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", p.PausePID, ns))
+		if !strings.Contains(out, pause+"\n") {
+			t.Errorf("first is not in the pause's %s namespace %s:\n%s", ns, pause, out)
+		}
+	}
+	if code, out := waitExit(t, rt, p, "second"); code != 0 || !strings.Contains(out, "ip="+p.IPs[0]+"\n") {
+		t.Errorf("second (exit %d): %q, want ip=%s", code, out, p.IPs[0])
+	}
+}

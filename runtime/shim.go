@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,12 +18,15 @@ import (
 )
 
 // shimProcess is a shim started before its pod exists, so that its start
-// overlaps the sandbox's creation. It reads the pod's id from its control
-// pipe (fd 4); if that pipe closes empty it exits, having done nothing.
+// overlaps the sandbox's creation. It follows shim.Requests on its control
+// pipe (fd 4); if that pipe closes before the start request, it exits,
+// having destroyed what it created.
 type shimProcess struct {
 	cmd     *exec.Cmd
-	control *os.File // write end: the pod id, then close
+	control *os.File // write end: requests, then close
 	status  *os.File // read end: the shim's report (fd 3 in the shim)
+	handed  bool     // the pod's request is sent
+	exited  chan struct{}
 }
 
 // spawnShim starts a shim in its own session: it outlives this command and
@@ -52,11 +56,47 @@ func (r *Runtime) spawnShim() (*shimProcess, error) {
 		controlW.Close()
 		return nil, fmt.Errorf("starting shim: %w", err)
 	}
-	go cmd.Wait() // reap it if it ends while we still run
-	return &shimProcess{cmd: cmd, control: controlW, status: statusR}, nil
+	s := &shimProcess{cmd: cmd, control: controlW, status: statusR, exited: make(chan struct{})}
+	go func() { cmd.Wait(); close(s.exited) }() // reap it if it ends while we still run
+	return s, nil
 }
 
-// abandon ends a shim that was never given a pod. Idempotent.
+// send writes one request to the shim.
+func (s *shimProcess) send(req shim.Request) error {
+	if s.control == nil {
+		return errors.New("shim control pipe closed")
+	}
+	data, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	_, err = s.control.Write(append(data, '\n'))
+	return err
+}
+
+// hand gives the shim its pod and, if set, a container of it to create
+// now (its bundle written, its record not yet saved).
+func (s *shimProcess) hand(podID string, create *state.Container) error {
+	if err := s.send(shim.Request{Pod: podID, Create: create}); err != nil {
+		return fmt.Errorf("handing pod to its shim: %w", err)
+	}
+	s.handed = true
+	return nil
+}
+
+// release ends a shim that will not start the pod, and waits for it to
+// destroy the container it may have created. A shim that does not exit in
+// time is left to the caller's killShim.
+func (s *shimProcess) release() {
+	s.abandon()
+	select {
+	case <-s.exited:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+// abandon closes the shim's pipes: a shim that was not told to start
+// exits. Idempotent.
 func (s *shimProcess) abandon() {
 	if s.control != nil {
 		s.control.Close()
@@ -68,15 +108,20 @@ func (s *shimProcess) abandon() {
 	}
 }
 
-// startShim hands the pod, whose record names the shim (p.ShimPID), to
-// its shim and waits for the shim's report.
+// startShim tells the shim to start the pod, whose record names the shim
+// (p.ShimPID) and its containers, and waits for the shim's report.
 func (r *Runtime) startShim(p *state.Pod, s *shimProcess) (*shim.Report, error) {
 	defer s.abandon()
-	_, err := s.control.WriteString(p.ID)
+	if !s.handed {
+		if err := s.hand(p.ID, nil); err != nil {
+			return nil, err
+		}
+	}
+	err := s.send(shim.Request{Start: true})
 	s.control.Close()
 	s.control = nil
 	if err != nil {
-		return nil, fmt.Errorf("handing pod %s to its shim: %w", p.Key(), err)
+		return nil, fmt.Errorf("starting pod %s in its shim: %w", p.Key(), err)
 	}
 	data, err := io.ReadAll(s.status)
 	if err != nil {

@@ -100,11 +100,12 @@ func copyFile(src, dst string, mode os.FileMode) error {
 	return out.Close()
 }
 
-// pauseNamespaces says which namespaces the pause holds for the pod.
+// pauseNamespaces says which namespaces the pause holds for the pod: the
+// pinned ones it joins ("" = the host's), and whether it starts the pod's
+// PID namespace.
 type pauseNamespaces struct {
-	NetNSPath string // "" = host network
-	HostPID   bool
-	HostIPC   bool
+	NetNS, IPCNS, UTSNS string
+	HostPID             bool
 }
 
 // pauseSpec is the OCI spec of a pod's pause container: runc's default
@@ -112,12 +113,14 @@ type pauseNamespaces struct {
 // on a read-only rootfs with only /proc and /dev mounted. Its /dev holds
 // only /dev/null, the one device its device cgroup allows: the pause opens
 // none (its stdio is /dev/null), and each default node or rule costs start
-// time (oci.MinimalDevices).
-func pauseSpec(rootfs, hostname, cgroupPath string, ns pauseNamespaces) *specs.Spec {
+// time (oci.MinimalDevices). It joins the pod's pinned network, IPC and UTS
+// namespaces (the UTS one was given the pod's hostname when pinned) and is
+// PID 1 of the pod's PID namespace.
+func pauseSpec(rootfs, cgroupPath string, ns pauseNamespaces) *specs.Spec {
 	s := specconv.Example()
 	s.Annotations = map[string]string{oci.MinimalDevices: "true"}
 	s.Root = &specs.Root{Path: rootfs, Readonly: true}
-	s.Hostname = hostname
+	s.Hostname = ""
 	s.Process.Terminal = false
 	s.Process.Args = []string{"/pause"}
 	s.Process.Cwd = "/"
@@ -132,20 +135,16 @@ func pauseSpec(rootfs, hostname, cgroupPath string, ns pauseNamespaces) *specs.S
 	s.Mounts = mounts
 	s.Linux.CgroupsPath = cgroupPath
 	s.Linux.Namespaces = []specs.LinuxNamespace{{Type: specs.MountNamespace}}
-	if ns.NetNSPath != "" {
-		// A pod with its own network also gets its own UTS namespace (hostname);
-		// hostNetwork pods keep the host's, as the kubelet does.
-		s.Linux.Namespaces = append(s.Linux.Namespaces,
-			specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: ns.NetNSPath},
-			specs.LinuxNamespace{Type: specs.UTSNamespace})
-	} else {
-		s.Hostname = ""
+	for _, n := range []struct {
+		typ  specs.LinuxNamespaceType
+		path string
+	}{{specs.NetworkNamespace, ns.NetNS}, {specs.IPCNamespace, ns.IPCNS}, {specs.UTSNamespace, ns.UTSNS}} {
+		if n.path != "" {
+			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: n.typ, Path: n.path})
+		}
 	}
 	if !ns.HostPID {
 		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.PIDNamespace})
-	}
-	if !ns.HostIPC {
-		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.IPCNamespace})
 	}
 	return s
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Manager creates and removes pod sandboxes.
@@ -76,17 +77,24 @@ func (m *Manager) CgroupPath(podID string) string {
 // the pod's lock (Store.LockPod). On error everything done so far is undone,
 // including the state record, and the error says which stage failed.
 func (m *Manager) Run(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder) (*state.Pod, error) {
-	return m.run(ctx, mf, rec, true)
+	return m.run(ctx, mf, rec, true, nil)
 }
+
+// Prepare is a caller's work that needs the pause but not the pod's
+// network: it runs once the pause is up, while CNI ADD may still run. It
+// registers the undo of what it makes on undo, which runs if the sandbox
+// then fails.
+type Prepare func(p *state.Pod, undo *cleanup.List) error
 
 // Create is Run leaving the record Creating, for a caller that goes on to
 // create containers: a crash before that caller marks the pod Ready must
-// leave a record gc recognizes as unfinished.
-func (m *Manager) Create(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder) (*state.Pod, error) {
-	return m.run(ctx, mf, rec, false)
+// leave a record gc recognizes as unfinished. prepare, if set, runs beside
+// CNI ADD.
+func (m *Manager) Create(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder, prepare Prepare) (*state.Pod, error) {
+	return m.run(ctx, mf, rec, false, prepare)
 }
 
-func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder, ready bool) (pod *state.Pod, retErr error) {
+func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder, ready bool, prepare Prepare) (pod *state.Pod, retErr error) {
 	spec := mf.Pod.Spec
 	p := &state.Pod{
 		ID:          state.NewID(),
@@ -104,11 +112,16 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 		TerminationGracePeriod: spec.TerminationGracePeriodSeconds,
 	}
 	p.CgroupPath = m.CgroupPath(p.ID)
+	nsName := NetNSName(p.Namespace, p.Name)
 	if !spec.HostNetwork {
-		p.NetNS = filepath.Join(m.Config.NetNSDir, NetNSName(p.Namespace, p.Name))
+		p.NetNS = filepath.Join(m.Config.NetNSDir, nsName)
+		p.UTSNS = filepath.Join(m.Config.NamespacesDir, "utsns", nsName)
 		for _, n := range m.nets {
 			p.CNINetworks = append(p.CNINetworks, n.list.Name)
 		}
+	}
+	if !spec.HostIPC {
+		p.IPCNS = filepath.Join(m.Config.NamespacesDir, "ipcns", nsName)
 	}
 
 	var undo cleanup.List
@@ -191,6 +204,24 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 		}
 	}()
 
+	// The pod's IPC and UTS namespaces are pinned, as CRI-O does, rather
+	// than taken from the pause: its containers can then be created while
+	// the pause starts.
+	if pins := podPins(p); len(pins) > 0 {
+		undo.Add("removing pinned namespaces", func() error { return removePins(p) })
+		end = rec.Start("pod ns")
+		err = netns.Pin(pins, func() error {
+			if p.UTSNS == "" {
+				return nil
+			}
+			return unix.Sethostname([]byte(p.Hostname))
+		})
+		end(err)
+		if err != nil {
+			return nil, fmt.Errorf("namespaces stage: %w", err)
+		}
+	}
+
 	undo.Add("removing pod cgroup", func() error { return m.destroyCgroup(p.CgroupPath) })
 	end = rec.Start("cgroup")
 	err = m.createCgroup(p.CgroupPath)
@@ -202,15 +233,50 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 		return nil, err
 	}
 
+	// The pause starts beside prepare's work, which joins its PID
+	// namespace only when the pod shares one.
 	undo.Add("removing pause container", func() error { return m.OCI.Delete(p.ID) })
-	end = rec.Start("pause")
-	err = m.startPause(p)
-	end(err)
-	if err != nil {
-		return nil, fmt.Errorf("pause stage: %w", err)
+	type pauseResult struct {
+		pid   int
+		start uint64
+		err   error
 	}
-	if err := failpoint.Hit("after-pause"); err != nil {
+	pauseDone := make(chan pauseResult, 1)
+	end = rec.Start("pause")
+	go func() {
+		pid, start, err := m.startPause(p)
+		end(err)
+		if err != nil {
+			err = fmt.Errorf("pause stage: %w", err)
+		} else {
+			err = failpoint.Hit("after-pause")
+		}
+		pauseDone <- pauseResult{pid, start, err}
+	}()
+	pauseWaited := false
+	waitPause := func() error {
+		pauseWaited = true
+		r := <-pauseDone
+		p.PausePID, p.PauseStart = r.pid, r.start
+		return r.err
+	}
+	defer func() {
+		if !pauseWaited {
+			waitPause()
+		}
+	}()
+	if prepare != nil && !p.ShareProcNS {
+		if err := prepare(p, &undo); err != nil {
+			return nil, err
+		}
+	}
+	if err := waitPause(); err != nil {
 		return nil, err
+	}
+	if prepare != nil && p.ShareProcNS {
+		if err := prepare(p, &undo); err != nil {
+			return nil, err
+		}
 	}
 
 	if err := waitCNI(); err != nil {
@@ -228,28 +294,50 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 	return p, nil
 }
 
-func (m *Manager) startPause(p *state.Pod) error {
+// startPause starts the pod's pause and returns its pid and start time. It
+// reads p only.
+func (m *Manager) startPause(p *state.Pod) (pid int, start uint64, err error) {
 	bin, err := FindBinary(m.Config.PauseBinary, PauseBinaryName, "pauseBinary")
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	rootfs, err := pauseRootfs(m.Config.StateDir, bin)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
-	spec := pauseSpec(rootfs, p.Hostname, filepath.Join(p.CgroupPath, "pause"), pauseNamespaces{
-		NetNSPath: p.NetNS, HostPID: p.HostPID, HostIPC: p.HostIPC,
+	spec := pauseSpec(rootfs, filepath.Join(p.CgroupPath, "pause"), pauseNamespaces{
+		NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, HostPID: p.HostPID,
 	})
 	pause, err := m.OCI.Start(p.ID, "", spec, oci.Stdio{})
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	// This process is the pause's parent until it exits: reap the pause if
 	// it dies first (a long-lived caller such as bench would collect zombies).
 	go pause.Wait()
-	p.PausePID = pause.Pid
-	p.PauseStart, _ = proc.StartTime(pause.Pid)
-	return nil
+	start, _ = proc.StartTime(pause.Pid)
+	return pause.Pid, start, nil
+}
+
+// podPins are the pod's namespaces to pin besides its netns, by kind.
+func podPins(p *state.Pod) map[int]string {
+	pins := map[int]string{}
+	if p.IPCNS != "" {
+		pins[unix.CLONE_NEWIPC] = p.IPCNS
+	}
+	if p.UTSNS != "" {
+		pins[unix.CLONE_NEWUTS] = p.UTSNS
+	}
+	return pins
+}
+
+// removePins unpins the pod's IPC and UTS namespaces. Idempotent.
+func removePins(p *state.Pod) error {
+	var errs []error
+	for _, path := range podPins(p) {
+		errs = append(errs, netns.Remove(path))
+	}
+	return errors.Join(errs...)
 }
 
 // cgroupLock serializes creating pod cgroups with removing their shared
@@ -304,6 +392,12 @@ func (m *Manager) Stop(ctx context.Context, p *state.Pod, grace time.Duration, r
 	err := m.OCI.Stop(p.ID, grace)
 	end(err)
 	errs = append(errs, err, failpoint.Hit("teardown-after-pause-stop"))
+	if len(podPins(p)) > 0 {
+		end = rec.Start("pod ns remove")
+		err = removePins(p)
+		end(err)
+		errs = append(errs, err)
+	}
 
 	if p.NetNS != "" {
 		detach := func() error {

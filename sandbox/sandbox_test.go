@@ -81,6 +81,11 @@ func runPod(t *testing.T, m *Manager, yaml string) *state.Pod {
 		if err := m.Remove(context.Background(), p, time.Second, trace.New()); err != nil {
 			t.Errorf("removing pod %s: %v", p.Key(), err)
 		}
+		for _, pin := range []string{p.IPCNS, p.UTSNS} {
+			if _, err := os.Stat(pin); pin != "" && !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("pinned namespace %s left behind: %v", pin, err)
+			}
+		}
 	})
 	return p
 }
@@ -247,6 +252,20 @@ spec:
 	out, err := exec.Command("nsenter", "-t", strconv.Itoa(p.PausePID), "-u", "hostname").Output()
 	if err != nil || strings.TrimSpace(string(out)) != "pausehost" {
 		t.Fatalf("pod hostname = %q, %v", out, err)
+	}
+	// It is in the pod's pinned IPC and UTS namespaces, which its
+	// containers join by path.
+	for ns, pin := range map[string]string{"ipc": p.IPCNS, "uts": p.UTSNS} {
+		var pinned, held unix.Stat_t
+		if err := unix.Stat(pin, &pinned); err != nil {
+			t.Fatalf("pinned %s namespace: %v", ns, err)
+		}
+		if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/%s", p.PausePID, ns), &held); err != nil {
+			t.Fatal(err)
+		}
+		if pinned.Ino != held.Ino || pinned.Dev != held.Dev {
+			t.Errorf("pause %s namespace is not the one pinned at %s", ns, pin)
+		}
 	}
 	// Its cgroup is under the pod cgroup.
 	cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.PausePID))

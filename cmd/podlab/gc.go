@@ -20,7 +20,7 @@ func newGCCmd(g *globalFlags) *cobra.Command {
 		Long: `gc reconciles the state store with the host. A pod whose record is still
 "Creating" while no command holds its lock (podlab was killed mid-run), or
 whose removal never finished, or whose pause process is gone, is torn down like rmp: pause, CNI DEL from the
-cached result, netns, cgroup, state. A pod directory without a record is
+cached result, pinned namespaces, netns, cgroup, state. A pod directory without a record is
 removed. Pods being created or removed right now (their lock is held) are
 left alone, and gc touches only what podlab's records name.`,
 		Example: "  sudo podlab gc --dry-run\n  sudo podlab gc",

@@ -165,10 +165,10 @@ for (my $i = 0; $i < @in; $i++) {
             $j = $k;
         }
         # rm removes the containers beside the sandbox's teardown (pause
-        # stop, netns, CNI DEL, pause delete), so rows of the two branches
+        # stop, namespaces, CNI DEL, pause delete), so rows of the two branches
         # interleave by timing: put each stage (with its children) in the
         # order of the code instead.
-        my @order = ('stop containers', 'remove containers', 'remove volumes', 'stop pause',
+        my @order = ('stop containers', 'remove containers', 'remove volumes', 'stop pause', 'pod ns remove',
                      'netns remove', 'cni teardown', 'delete pause', 'cgroup remove', 'state remove');
         my %rank = map { $order[$_] => $_ } 0 .. $#order;
         my @groups;

@@ -95,13 +95,13 @@ func (r *Report) Failures() int { return r.Failed + r.WarmupFailed + r.LiveFaile
 //
 // Mapping to critest's PodLifecycle operations (CreatePod, StatusPod,
 // StopPod, RemovePod): CreatePod (RunPodSandbox) ≈ our run stages state …
-// pause; podlab's containers (ctr … rootfs/config/create+start, shim)
+// pause; podlab's containers (ctr … rootfs/config/create/start, shim)
 // correspond to critest's ContainerOps CreateContainer/StartContainer;
 // StatusPod ≈ "wait exit"/"wait running" (polling the container's state);
 // StopPod ≈ teardown "remove containers" … "netns remove"; RemovePod ≈
 // "delete pause", "cgroup remove", "state remove". Our operation names are
 // the stage names; durations are ns; a stage absent in a cycle is -1;
-// nested stages (cni plugins, ctr … create+start) and totals overlap their
+// nested stages (cni plugins, ctr … create/start) and totals overlap their
 // parents, so durations do not sum to endTime-startTime (critest allows that).
 // Failed cycles are not datapoints (critest aborts on them); they are listed
 // in failures.
@@ -642,12 +642,12 @@ func liveCurve(rounds []Round, c int) []Point {
 // (loopback network, then bridge + host-local). The tests hold the
 // runtime's span names to it.
 func ExpectedStages(containers []string) []string {
-	s := []string{"parse", StageLock, "plan", "state", "netns", "cni", "cni loopback ADD", "cni bridge ADD", "cgroup", "pause", "volumes", "pod files"}
+	s := []string{"parse", StageLock, "plan", "state", "netns", "cni", "cni loopback ADD", "cni bridge ADD", "pod ns", "cgroup", "pause", "volumes", "pod files", "pod hosts"}
 	for _, c := range containers {
-		s = append(s, "ctr "+c+" rootfs", "ctr "+c+" config", "ctr "+c+" create+start")
+		s = append(s, "ctr "+c+" rootfs", "ctr "+c+" config", "ctr "+c+" create", "ctr "+c+" start")
 	}
 	s = append(s, "shim", StageOtherRun, StageWaitExit,
-		"remove containers", "remove volumes", "stop pause", "cni teardown", "cni bridge DEL", "cni loopback DEL",
+		"remove containers", "remove volumes", "stop pause", "pod ns remove", "cni teardown", "cni bridge DEL", "cni loopback DEL",
 		"netns remove", "delete pause", "cgroup remove", "state remove", StageOtherTeardown,
 		StageReady, StageFirstExit, StageTeardown, StageCycle)
 	return s

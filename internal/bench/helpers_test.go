@@ -25,19 +25,20 @@ func fakeCycle(i int, k float64) Cycle {
 	br := seq("cni bridge ADD", "cni", 12)
 	run = append(run, trace.Span{Name: "cni", Start: cniStart, Dur: at - cniStart + d(0.1)}, lo, br)
 	at += d(0.1)
-	run = append(run, seq("cgroup", "", 1), seq("pause", "", 4), seq("volumes", "", 0.1), seq("pod files", "", 0.3),
-		seq("ctr app rootfs", "container app", 1.5), seq("ctr app config", "container app", 0.8))
+	run = append(run, seq("pod ns", "", 0.3), seq("cgroup", "", 1), seq("pause", "", 4), seq("volumes", "", 0.1), seq("pod files", "", 0.3),
+		seq("ctr app rootfs", "container app", 1.5), seq("ctr app config", "container app", 0.8),
+		seq("ctr app create", "container app", 8), seq("pod hosts", "", 0.1))
 	shimStart := at
-	at += d(2)
-	cs := seq("ctr app create+start", "container app", 8)
-	at += d(1)
+	at += d(0.2)
+	cs := seq("ctr app start", "container app", 0.3)
+	at += d(0.2)
 	run = append(run, trace.Span{Name: "shim", Start: shimStart, Dur: at - shimStart}, cs)
 	ready := at + d(0.5) // untimed tail: "other (run)"
 	trace.Sort(run)
 
 	var td []trace.Span
 	at = 0
-	td = append(td, seq("remove containers", "", 3), seq("remove volumes", "", 0.2), seq("stop pause", "", 1))
+	td = append(td, seq("remove containers", "", 3), seq("remove volumes", "", 0.2), seq("stop pause", "", 1), seq("pod ns remove", "", 0.3))
 	cniStart = at
 	bd := seq("cni bridge DEL", "cni teardown", 25)
 	ld := seq("cni loopback DEL", "cni teardown", 2)

@@ -170,7 +170,7 @@ func TestTableFits80Columns(t *testing.T) {
 			t.Errorf("line %d is %d columns: %q", i+1, n, line)
 		}
 	}
-	for _, s := range []string{"c=1 live=0", "c=2 live=0", "pod ready", "ctr app create+start", "latency vs live pods", "exe seal: overlayfs", "boom"} {
+	for _, s := range []string{"c=1 live=0", "c=2 live=0", "pod ready", "ctr app start", "latency vs live pods", "exe seal: overlayfs", "boom"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("table lacks %q", s)
 		}

@@ -82,7 +82,7 @@ func TestAggregate(t *testing.T) {
 	idx := func(n string) int { return slices.Index(names, n) }
 	for _, pair := range [][2]string{
 		{"parse", "netns"}, {"cni", "cni loopback ADD"}, {"cni loopback ADD", "cni bridge ADD"}, {"pause", "ctr app rootfs"},
-		{"shim", "ctr app create+start"}, {StageOtherRun, StageWaitExit}, {StageWaitExit, "remove containers"},
+		{"ctr app create", "shim"}, {"shim", "ctr app start"}, {StageOtherRun, StageWaitExit}, {StageWaitExit, "remove containers"},
 		{"cni teardown", "cni bridge DEL"}, {"state remove", StageOtherTeardown}, {StageOtherTeardown, StageReady},
 		{StageReady, StageFirstExit}, {StageTeardown, StageCycle},
 	} {
@@ -93,13 +93,13 @@ func TestAggregate(t *testing.T) {
 
 	// Nesting: by parent span (cni plugins) and by time (the shim's report
 	// of the container start lies inside "shim"); a virtual parent
-	// ("container app") is no span, so rootfs/config are outer.
+	// ("container app") is no span, so rootfs/config/create are outer.
 	outer := map[string]bool{}
 	for _, s := range stats {
 		outer[s.Stage] = s.Outer
 	}
 	for n, want := range map[string]bool{
-		"cni": true, "cni bridge ADD": false, "shim": true, "ctr app create+start": false,
+		"cni": true, "cni bridge ADD": false, "shim": true, "ctr app start": false, "ctr app create": true,
 		"ctr app rootfs": true, "ctr app config": true, "cni teardown": true, "cni loopback DEL": false,
 		StageOtherRun: true, StageWaitExit: true, StageCycle: false,
 	} {

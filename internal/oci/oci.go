@@ -131,7 +131,26 @@ func (r *Runtime) Run(id string, spec *specs.Spec, stdio Stdio) (pid int, retErr
 // Start is Run returning the waitable init process. bundle, when set, is
 // the directory holding the spec as config.json: hooks receive it in the
 // OCI state (specconv would otherwise name the current directory).
-func (r *Runtime) Start(id, bundle string, spec *specs.Spec, stdio Stdio) (_ *Process, retErr error) {
+func (r *Runtime) Start(id, bundle string, spec *specs.Spec, stdio Stdio) (*Process, error) {
+	c, err := r.Create(id, bundle, spec, stdio)
+	if err != nil {
+		return nil, err
+	}
+	return c.Start()
+}
+
+// Created is a container whose init has set up the container (namespaces,
+// cgroup, mounts, createRuntime and createContainer hooks) and waits to
+// exec the user's process: `runc create` done, `runc start` not yet.
+type Created struct {
+	Pid int
+	c   *libcontainer.Container
+	p   *libcontainer.Process
+}
+
+// Create is the first half of Start, as `runc create` is: on error nothing
+// is left behind.
+func (r *Runtime) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ *Created, retErr error) {
 	if spec.Root == nil || !filepath.IsAbs(spec.Root.Path) {
 		return nil, errors.New("oci: spec.root.path must be absolute")
 	}
@@ -168,16 +187,34 @@ func (r *Runtime) Start(id, bundle string, spec *specs.Spec, stdio Stdio) (_ *Pr
 	p := processFromSpec(spec.Process)
 	p.Init = true
 	p.Stdin, p.Stdout, p.Stderr = orNull(stdio.Stdin), orNull(stdio.Stdout), orNull(stdio.Stderr)
-	if err := c.Run(p); err != nil {
+	if err := c.Start(p); err != nil {
 		// A failed start can leave a runc:[1:CHILD] zombie to reap.
 		p.Wait()
-		return nil, fmt.Errorf("starting container %s: %w", id, err)
+		return nil, fmt.Errorf("creating container %s: %w", id, err)
 	}
 	st, err := c.State()
 	if err != nil {
 		return nil, fmt.Errorf("state of container %s: %w", id, err)
 	}
-	return &Process{Pid: st.InitProcessPid, proc: p}, nil
+	return &Created{Pid: st.InitProcessPid, c: c, p: p}, nil
+}
+
+// Start lets the init exec the user's process (`runc start`). On error the
+// container is destroyed.
+func (c *Created) Start() (*Process, error) {
+	if err := c.c.Exec(); err != nil {
+		c.Destroy()
+		return nil, fmt.Errorf("starting container %s: %w", c.c.ID(), err)
+	}
+	return &Process{Pid: c.Pid, proc: c.p}, nil
+}
+
+// Destroy kills the waiting init, reaps it, and removes the container's
+// cgroup and libcontainer state.
+func (c *Created) Destroy() error {
+	c.c.Signal(syscall.SIGKILL)
+	c.p.Wait()
+	return c.c.Destroy()
 }
 
 var devNull *os.File

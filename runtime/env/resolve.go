@@ -323,3 +323,17 @@ func scaledInt64(q *resource.Quantity, scale resource.Scale) (int64, bool) {
 	}
 	return u.Int64(), true
 }
+
+// NeedsPodIPs reports whether c's environment reads the pod's IPs
+// (status.podIP, status.podIPs), which exist only once CNI ADD is done.
+func NeedsPodIPs(c *corev1.Container) bool {
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			switch e.ValueFrom.FieldRef.FieldPath {
+			case "status.podIP", "status.podIPs":
+				return true
+			}
+		}
+	}
+	return false
+}

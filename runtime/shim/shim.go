@@ -84,45 +84,101 @@ type AbsSpan struct {
 	StartAbs time.Time `json:"startAbs"`
 }
 
-// ShimPod waits for the pod id on the shim's control pipe (fd 4) and sends
-// the shim's stdout and stderr to the pod's shim.log. "" means the pod was
-// never made: the shim has nothing to do.
-func (s *Shim) PodID() (string, error) {
-	control := os.NewFile(4, "control")
-	id, err := io.ReadAll(control)
-	control.Close()
-	if err != nil || len(id) == 0 {
-		return "", err
+// Request is one message on the control pipe (fd 4) of a shim started
+// ahead of its pod, one JSON object per line. The first names the pod and
+// may hand over its first container to create at once (`runc create`),
+// while podlab finishes the sandbox; the second says to start the pod's
+// containers, as recorded by then. A pipe that closes before Start means
+// podlab gave up on the pod: the shim destroys what it created and exits.
+type Request struct {
+	Pod    string           `json:"pod,omitempty"`
+	Create *state.Container `json:"create,omitempty"`
+	Start  bool             `json:"start,omitempty"`
+}
+
+// Serve follows the control pipe's requests and runs the pod it names,
+// reporting on status. A pipe closed before any request, or before Start,
+// is not an error: the pod was never made.
+func (s *Shim) Serve(control io.Reader, status *os.File) error {
+	dec := json.NewDecoder(control)
+	var req Request
+	if err := dec.Decode(&req); err != nil || req.Pod == "" {
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		return err
 	}
-	podID := string(id)
+	podID := req.Pod
+	if err := s.logToPod(podID); err != nil {
+		return err
+	}
+	var pre *started
+	var preErr error
+	if req.Create != nil {
+		pre, preErr = s.create(*req.Create)
+	}
+	for !req.Start {
+		req = Request{}
+		if err := dec.Decode(&req); err != nil {
+			if pre != nil {
+				pre.destroy()
+			}
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			return err
+		}
+	}
+	if preErr != nil {
+		rep := &Report{Error: preErr.Error()}
+		writeReport(status, rep)
+		return nil
+	}
+	return s.Run(podID, status, pre)
+}
+
+// logToPod sends the shim's stdout and stderr to the pod's shim.log.
+func (s *Shim) logToPod(podID string) error {
 	logf, err := os.OpenFile(filepath.Join(s.Store.PodDir(podID), "shim.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer logf.Close()
 	for _, fd := range []int{1, 2} {
 		if err := syscall.Dup3(int(logf.Fd()), fd, 0); err != nil {
-			return "", err
+			return err
 		}
 	}
-	return podID, nil
+	return nil
 }
 
-// Run starts pod podID's containers and reports on status (fd 3).
-func (s *Shim) Run(podID string, status *os.File) error {
+func writeReport(status *os.File, rep *Report) {
+	data, _ := json.Marshal(rep)
+	status.Write(data)
+	status.Close()
+}
+
+// Run starts pod podID's containers and reports on status (fd 3). pre, if
+// set, is one of them, already created.
+func (s *Shim) Run(podID string, status *os.File, pre *started) error {
 	p, err := s.Store.Get(podID)
 	if err != nil {
+		if pre != nil {
+			pre.destroy()
+		}
 		return err
 	}
 	rep := &Report{Containers: map[string]Container{}}
 	var wg sync.WaitGroup
-	report := func() {
-		data, _ := json.Marshal(rep)
-		status.Write(data)
-		status.Close()
-	}
 	for _, c := range p.Containers {
-		run, sc, err := s.start(p, c)
+		run := pre
+		if run != nil && run.id == c.ID {
+			pre = nil
+		} else if run, err = s.create(c); err != nil {
+			rep.Error = err.Error()
+			break
+		}
+		sc, err := run.start()
 		if err != nil {
 			rep.Error = err.Error()
 			break
@@ -151,45 +207,55 @@ func (s *Shim) Run(podID string, status *os.File) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); run.wait() }()
 	}
-	report()
+	if pre != nil {
+		// Created ahead but not started (an earlier container failed).
+		pre.destroy()
+	}
+	writeReport(status, rep)
 	wg.Wait()
 	return nil
 }
 
-// started is one started container, its log pumps and its exit.
+// started is one container from its creation on: its log pumps, then its
+// process and exit.
 type started struct {
-	proc   *oci.Process
-	bundle string
-	pumps  sync.WaitGroup
-	log    *os.File
+	id, name string
+	created  *oci.Created
+	proc     *oci.Process
+	bundle   string
+	pumps    sync.WaitGroup
+	log      *os.File
+	spans    []AbsSpan
 }
 
-func (s *Shim) start(p *state.Pod, c state.Container) (*started, Container, error) {
+// create does `runc create` for c: its init waits to exec c's process,
+// and its stdout and stderr already go to c's log.
+func (s *Shim) create(c state.Container) (*started, error) {
 	spec, err := oci.ReadSpec(c.Bundle)
 	if err != nil {
-		return nil, Container{}, err
+		return nil, fmt.Errorf("container %q: %w", c.Name, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(c.LogPath), 0o755); err != nil {
-		return nil, Container{}, err
+		return nil, err
 	}
 	logf, err := os.OpenFile(c.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
 	if err != nil {
-		return nil, Container{}, err
+		return nil, err
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		logf.Close()
-		return nil, Container{}, err
+		return nil, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		logf.Close()
 		outR.Close()
 		outW.Close()
-		return nil, Container{}, err
+		return nil, err
 	}
 	t0 := time.Now()
-	proc, err := s.OCI.Start(c.ID, c.Bundle, spec, oci.Stdio{Stdout: outW, Stderr: errW})
+	created, err := s.OCI.Create(c.ID, c.Bundle, spec, oci.Stdio{Stdout: outW, Stderr: errW})
 	dur := time.Since(t0)
 	outW.Close()
 	errW.Close()
@@ -197,31 +263,56 @@ func (s *Shim) start(p *state.Pod, c state.Container) (*started, Container, erro
 		outR.Close()
 		errR.Close()
 		logf.Close()
-		return nil, Container{}, fmt.Errorf("container %q: %w", c.Name, err)
+		return nil, fmt.Errorf("container %q: %w", c.Name, err)
 	}
-	run := &started{proc: proc, bundle: c.Bundle, log: logf}
+	run := &started{id: c.ID, name: c.Name, created: created, bundle: c.Bundle, log: logf}
+	run.spans = append(run.spans, span(c.Name, "create", t0, dur))
 	w := &criLogWriter{f: logf}
 	run.pumps.Add(2)
 	go func() { defer run.pumps.Done(); w.copyStream("stdout", outR); outR.Close() }()
 	go func() { defer run.pumps.Done(); w.copyStream("stderr", errR); errR.Close() }()
-	started := t0.UTC()
-	sc := Container{
-		PID: proc.Pid, State: StateRunning, StartedAt: &started,
-		Spans: []AbsSpan{{Span: trace.Span{Name: "ctr " + c.Name + " create+start", Parent: "container " + c.Name, Dur: dur}, StartAbs: t0}},
+	return run, nil
+}
+
+func span(ctr, step string, t0 time.Time, dur time.Duration) AbsSpan {
+	return AbsSpan{Span: trace.Span{Name: "ctr " + ctr + " " + step, Parent: "container " + ctr, Dur: dur}, StartAbs: t0}
+}
+
+// start does `runc start`: the init execs the container's process.
+func (r *started) start() (Container, error) {
+	t0 := time.Now()
+	proc, err := r.created.Start()
+	dur := time.Since(t0)
+	if err != nil {
+		r.pumps.Wait()
+		r.log.Close()
+		return Container{}, fmt.Errorf("container %q: %w", r.name, err)
 	}
-	return run, sc, nil
+	r.proc = proc
+	r.spans = append(r.spans, span(r.name, "start", t0, dur))
+	started := t0.UTC()
+	return Container{PID: proc.Pid, State: StateRunning, StartedAt: &started, Spans: r.spans}, nil
+}
+
+// destroy ends a created container that will not start.
+func (r *started) destroy() {
+	if err := r.created.Destroy(); err != nil {
+		fmt.Fprintf(os.Stderr, "podlab-shim: destroying container %q: %v\n", r.name, err)
+	}
+	r.pumps.Wait()
+	r.log.Close()
 }
 
 // wait waits for the container's exit and its logs to drain, then records
 // the exit code next to the bundle.
-func (s *started) wait() int {
-	code, err := s.proc.Wait()
+func (r *started) wait() int {
+	code, err := r.proc.Wait()
 	if err != nil && code < 0 {
 		code = 255
 	}
-	s.pumps.Wait()
-	s.log.Close()
-	writeExit(s.bundle, Exit{ExitCode: code, FinishedAt: time.Now().UTC()})
+	r.pumps.Wait()
+	r.log.Close()
+	writeExit(r.bundle, Exit{ExitCode: code, FinishedAt: time.Now().UTC()})
 	return code
 }
 
@@ -271,7 +362,7 @@ func (w *criLogWriter) write(stream, tag string, content []byte) {
 
 // Main is the shim binary's body: `podlab-shim --state-dir DIR --oci-root
 // DIR [--pod ID]`, reporting on fd 3. Without --pod it was started ahead of
-// its pod and reads the pod's id from fd 4.
+// its pod and follows the requests on fd 4 (Request).
 func Main(args []string) int {
 	fs := flag.NewFlagSet("podlab-shim", flag.ContinueOnError)
 	stateDir := fs.String("state-dir", "", "podlab state directory")
@@ -292,13 +383,13 @@ func Main(args []string) int {
 			return err
 		}
 		s := &Shim{Store: store, OCI: &oci.Runtime{Root: *ociRoot}}
-		id := *podID
-		if id == "" {
-			if id, err = s.PodID(); err != nil || id == "" {
-				return err
-			}
+		status := os.NewFile(3, "status")
+		if *podID != "" {
+			return s.Run(*podID, status, nil)
 		}
-		return s.Run(id, os.NewFile(3, "status"))
+		control := os.NewFile(4, "control")
+		defer control.Close()
+		return s.Serve(control, status)
 	}()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "podlab-shim:", err)

@@ -34,7 +34,7 @@ func TestRunPsLogsExec(t *testing.T) {
 		t.Fatalf("run: exit %d\n%s", r.code, r.stderr)
 	}
 	t.Cleanup(func() { podlab(t, "", "rm", "-f", "e2e-app") })
-	for _, stage := range []string{"ctr main rootfs", "ctr main config", "ctr main create+start", "ctr side create+start", "shim"} {
+	for _, stage := range []string{"ctr main rootfs", "ctr main config", "ctr main create", "ctr main start", "ctr side create", "ctr side start", "pod ns", "pod hosts", "shim"} {
 		if !strings.Contains(r.stderr, stage) {
 			t.Errorf("stage table lacks %q", stage)
 		}

@@ -100,4 +100,11 @@ func noState(t *testing.T) {
 	if names, _ := os.ReadDir(filepath.Join(stateDir, "names")); len(names) != 0 {
 		t.Errorf("state left behind: %d pod name reservations", len(names))
 	}
+	// Pinned IPC and UTS namespaces (their nsfs mounts are leakcheck's).
+	for _, kind := range []string{"ipcns", "utsns"} {
+		files, _ := os.ReadDir(filepath.Join("/var/run", kind))
+		for _, f := range files {
+			t.Errorf("pinned namespace file left behind: /var/run/%s/%s", kind, f.Name())
+		}
+	}
 }
