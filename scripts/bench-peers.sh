@@ -594,8 +594,9 @@ le() { awk -v a="$1" -v b="$2" 'BEGIN { print (a != "" && b != "" && a + 0 <= b 
   fi
   s=${S50[run/pause]:-}
   [ -n "$s" ] && target "pause start ≤ 5 ms (span \`pause\`)" "$(fmt_ms "$s") ms" "5 ms" "$(le "$s" 5000)"
-  c=$(awk -F'\t' '$1 ~ /^run\/.*create\+start$/ { print $3; exit }' "$OUT/stages.tsv" 2>/dev/null)
-  [ -n "$c" ] && target "container start ≤ 10 ms (span \`ctr … create+start\`)" "$(fmt_ms "$c") ms" "10 ms" "$(le "$c" 10000)"
+  # runc create + runc start of the one container, summed per round.
+  c=$(awk -F'\t' -v OFS='\t' '$2 ~ /^run\/(.* › )?ctr [^ ]+ (create|start)$/ { t[$1] += $3 } END { for (r in t) print r, "ctr", t[r] }' "$OUT/stages.samples.tsv" 2>/dev/null | stats_tsv | cut -f3)
+  [ -n "$c" ] && target "container start ≤ 10 ms (spans \`ctr … create\` + \`ctr … start\`)" "$(fmt_ms "$c") ms" "10 ms" "$(le "$c" 10000)"
 } > "$OUT/targets.md"
 
 # podlab's per-stage breakdown (from the same rounds).
