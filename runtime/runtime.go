@@ -175,6 +175,11 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 		p.Events = append(p.Events, evs...)
 		events = append(events, evs...)
 		ahead = 1
+		// Recorded before the shim creates it: gc, after a crash, must
+		// know the shim to wait for and the container to delete.
+		if err := r.Sandbox.Store.Save(p); err != nil {
+			return err
+		}
 		return shim.hand(p.ID, ctr)
 	}
 	p, err := r.Sandbox.Create(ctx, mf, rec, prepare)
@@ -513,10 +518,12 @@ func (r *Runtime) removeContainers(p *state.Pod, rec *trace.Recorder) error {
 	// Containers whose record was not saved yet (a failure mid-create)
 	// still have bundle dirs: sweep the dir, not only the record.
 	ctrDirs, _ := os.ReadDir(filepath.Join(r.Sandbox.Store.PodDir(p.ID), "containers"))
+	// The shim goes first: one whose podlab died before telling it to
+	// start is still destroying the container it created.
+	r.killShim(p)
 	for _, c := range p.Containers {
 		errs = append(errs, r.Sandbox.OCI.Delete(c.ID))
 	}
-	r.killShim(p)
 	for _, d := range ctrDirs {
 		errs = append(errs, rootfs.UnmountOverlay(filepath.Join(r.Sandbox.Store.PodDir(p.ID), "containers", d.Name(), "fs")))
 	}

@@ -77,11 +77,17 @@ func waitLog(t *testing.T, p *state.Pod, name, want string) {
 // runPod runs a manifest and registers the pod's removal.
 func runPod(t *testing.T, rt *Runtime, yml string) *state.Pod {
 	t.Helper()
+	return runPodTraced(t, rt, yml, trace.New())
+}
+
+// runPodTraced is runPod recording its stages on rec.
+func runPodTraced(t *testing.T, rt *Runtime, yml string, rec *trace.Recorder) *state.Pod {
+	t.Helper()
 	mf, err := manifest.Parse([]byte(yml))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _, err := rt.RunPod(context.Background(), mf, trace.New())
+	p, _, err := rt.RunPod(context.Background(), mf, rec)
 	if p != nil {
 		t.Cleanup(func() {
 			if err := rt.RemovePod(context.Background(), p, 0, trace.New()); err != nil {
@@ -588,7 +594,7 @@ spec:
 func TestCreatedAheadSeesPod(t *testing.T) {
 	rt := newTestRuntime(t, nil)
 	rec := trace.New()
-	mf, err := manifest.Parse([]byte(`apiVersion: v1
+	p := runPodTraced(t, rt, `apiVersion: v1
 kind: Pod
 metadata: {name: ahead-check}
 spec:
@@ -603,21 +609,7 @@ spec:
     env:
     - name: POD_IP
       valueFrom: {fieldRef: {fieldPath: status.podIP}}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _, err := rt.RunPod(context.Background(), mf, rec)
-	if p != nil {
-		t.Cleanup(func() {
-			if err := rt.RemovePod(context.Background(), p, 0, trace.New()); err != nil {
-				t.Errorf("removing pod: %v", err)
-			}
-		})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+`, rec)
 	// "first" was created before the network was ready.
 	var create, hosts, cni time.Duration
 	for _, s := range rec.Spans() {
