@@ -132,7 +132,7 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 	}
 	// Work that needs no sandbox runs while the sandbox is made: the CA
 	// bundle (from the cache, or built), and the shim's start (exec and Go
-	// init of its binary), which then waits for the pod's id.
+	// init of its binary), which then waits for its pod (shim.Request).
 	caDone := make(chan caResult, 1)
 	go func() {
 		bundle, err := r.caBundles().Bundle(r.Config.Injection.CA)
@@ -153,6 +153,17 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 		caBundle string
 		ahead    int // containers created ahead, 0 or 1
 	)
+	// addContainer writes pc's bundle and adds it to the pod's record.
+	addContainer := func(p *state.Pod, pc plannedContainer, podInfo env.PodInfo) (*state.Container, error) {
+		ctr, evs, err := r.createContainer(p, mf, pc, vols, podFiles, caBundle, sandboxOf(p), podInfo, rec)
+		if err != nil {
+			return nil, err
+		}
+		p.Containers = append(p.Containers, *ctr)
+		p.Events = append(p.Events, evs...)
+		events = append(events, evs...)
+		return ctr, nil
+	}
 	prepare := func(p *state.Pod, undo *cleanup.List) error {
 		p.ShimPID = shim.cmd.Process.Pid
 		p.ShimStart, _ = proc.StartTime(p.ShimPID)
@@ -167,13 +178,10 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 		if len(planned) == 0 || env.NeedsPodIPs(planned[0].c) {
 			return nil
 		}
-		ctr, evs, err := r.createContainer(p, mf, planned[0], vols, podFiles, caBundle, sandboxOf(p), r.podInfo(mf, p), rec)
+		ctr, err := addContainer(p, planned[0], r.podInfo(mf, p))
 		if err != nil {
 			return err
 		}
-		p.Containers = append(p.Containers, *ctr)
-		p.Events = append(p.Events, evs...)
-		events = append(events, evs...)
 		ahead = 1
 		// Recorded before the shim creates it: gc, after a crash, must
 		// know the shim to wait for and the container to delete.
@@ -211,13 +219,9 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 	}
 	podInfo := r.podInfo(mf, p)
 	for _, pc := range planned[ahead:] {
-		ctr, evs, err := r.createContainer(p, mf, pc, vols, podFiles, caBundle, sandboxOf(p), podInfo, rec)
-		if err != nil {
+		if _, err := addContainer(p, pc, podInfo); err != nil {
 			return nil, nil, err
 		}
-		events = append(events, evs...)
-		p.Events = append(p.Events, evs...)
-		p.Containers = append(p.Containers, *ctr)
 	}
 	// One write records the containers and the shim that will run them.
 	if err := r.Sandbox.Store.Save(p); err != nil {

@@ -75,7 +75,7 @@ func (s *shimProcess) send(req shim.Request) error {
 }
 
 // hand gives the shim its pod and, if set, a container of it to create
-// now (its bundle written, its record not yet saved).
+// now (its bundle written and recorded).
 func (s *shimProcess) hand(podID string, create *state.Container) error {
 	if err := s.send(shim.Request{Pod: podID, Create: create}); err != nil {
 		return fmt.Errorf("handing pod to its shim: %w", err)

@@ -80,10 +80,10 @@ func (m *Manager) Run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 	return m.run(ctx, mf, rec, true, nil)
 }
 
-// Prepare is a caller's work that needs the pause but not the pod's
-// network: it runs once the pause is up, while CNI ADD may still run. It
-// registers the undo of what it makes on undo, which runs if the sandbox
-// then fails.
+// Prepare is a caller's work that needs the pod's namespaces and cgroup but
+// not its network: it runs while CNI ADD and the pause start (after the
+// pause when the pod shares its PID namespace). It registers the undo of
+// what it makes on undo, which runs if the sandbox then fails.
 type Prepare func(p *state.Pod, undo *cleanup.List) error
 
 // Create is Run leaving the record Creating, for a caller that goes on to
@@ -161,15 +161,14 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 		}
 	}
 
-	// CNI ADD runs while the pod cgroup and the pause are made: the pause
-	// needs the netns to exist, not to be configured (containerd also starts
-	// the sandbox before its network for user-namespaced pods). The pod is
-	// ready, and its containers start, only once both are done.
-	cniDone := make(chan error, 1)
+	// CNI ADD runs while the namespaces, the pod cgroup and the pause are
+	// made, and prepare's work: the pause needs the netns to exist, not to
+	// be configured (containerd also starts the sandbox before its network
+	// for user-namespaced pods). The pod is ready, and its containers
+	// start, only once both are done.
 	var cniRes addResult
-	if spec.HostNetwork {
-		cniDone <- nil
-	} else {
+	cni := inBackground(func() error { return nil })
+	if !spec.HostNetwork {
 		// DEL is registered before ADD: a half-done ADD (a lease taken, a
 		// veth made) is undone by DEL, which every plugin must tolerate.
 		for _, n := range m.nets {
@@ -178,31 +177,20 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 			})
 		}
 		end := rec.Start("cni")
-		go func() {
+		cni = inBackground(func() error {
 			var err error
 			cniRes, err = m.cni.attach(ctx, rec, m.nets, p)
 			end(err)
 			if err != nil {
-				err = fmt.Errorf("cni stage: %w", err)
-			} else {
-				err = failpoint.Hit("after-cni")
+				return fmt.Errorf("cni stage: %w", err)
 			}
-			cniDone <- err
-		}()
+			return failpoint.Hit("after-cni")
+		})
 	}
 	// Rollback (the deferred undo above) must not start before CNI ADD
 	// ends. ADD is left to finish rather than killed: a plugin killed half
 	// way is the one case its DEL is least likely to clean up.
-	cniWaited := false
-	waitCNI := func() error {
-		cniWaited = true
-		return <-cniDone
-	}
-	defer func() {
-		if !cniWaited {
-			<-cniDone
-		}
-	}()
+	defer cni.wait()
 
 	// The pod's IPC and UTS namespaces are pinned, as CRI-O does, rather
 	// than taken from the pause: its containers can then be created while
@@ -236,35 +224,24 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 	// The pause starts beside prepare's work, which joins its PID
 	// namespace only when the pod shares one.
 	undo.Add("removing pause container", func() error { return m.OCI.Delete(p.ID) })
-	type pauseResult struct {
-		pid   int
-		start uint64
-		err   error
-	}
-	pauseDone := make(chan pauseResult, 1)
+	var pausePID int
+	var pauseStart uint64
 	end = rec.Start("pause")
-	go func() {
-		pid, start, err := m.startPause(p)
+	pause := inBackground(func() error {
+		var err error
+		pausePID, pauseStart, err = m.startPause(p)
 		end(err)
 		if err != nil {
-			err = fmt.Errorf("pause stage: %w", err)
-		} else {
-			err = failpoint.Hit("after-pause")
+			return fmt.Errorf("pause stage: %w", err)
 		}
-		pauseDone <- pauseResult{pid, start, err}
-	}()
-	pauseWaited := false
+		return failpoint.Hit("after-pause")
+	})
+	defer pause.wait() // before rollback, as for CNI ADD
 	waitPause := func() error {
-		pauseWaited = true
-		r := <-pauseDone
-		p.PausePID, p.PauseStart = r.pid, r.start
-		return r.err
+		err := pause.wait()
+		p.PausePID, p.PauseStart = pausePID, pauseStart
+		return err
 	}
-	defer func() {
-		if !pauseWaited {
-			waitPause()
-		}
-	}()
 	if prepare != nil && !p.ShareProcNS {
 		if err := prepare(p, &undo); err != nil {
 			return nil, err
@@ -279,7 +256,7 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 		}
 	}
 
-	if err := waitCNI(); err != nil {
+	if err := cni.wait(); err != nil {
 		return nil, err
 	}
 	p.IPs, p.Gateway = cniRes.IPs, cniRes.Gateway
@@ -292,6 +269,25 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 		return nil, err
 	}
 	return p, nil
+}
+
+// background is a stage running in its own goroutine; rollback must not
+// start before it ends, so its starter defers wait.
+type background struct {
+	done chan struct{}
+	err  error
+}
+
+func inBackground(fn func() error) *background {
+	b := &background{done: make(chan struct{})}
+	go func() { b.err = fn(); close(b.done) }()
+	return b
+}
+
+// wait returns the stage's error once it has ended; it may be called again.
+func (b *background) wait() error {
+	<-b.done
+	return b.err
 }
 
 // startPause starts the pod's pause and returns its pid and start time. It
