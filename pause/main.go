@@ -13,10 +13,12 @@ import (
 var version = "HEAD"
 
 // What pause.c's psignal(3) prints before it exits.
-var (
-	msgINT  = "Shutting down, got signal: Interrupt\n"
-	msgTERM = "Shutting down, got signal: Terminated\n"
-)
+//
+//lint:ignore U1000 used from assembly
+var msgINT = "Shutting down, got signal: Interrupt\n"
+
+//lint:ignore U1000 used from assembly
+var msgTERM = "Shutting down, got signal: Terminated\n"
 
 func main() {
 	// As pause.c: "-v" in any position and any case prints the version;
@@ -32,8 +34,15 @@ func main() {
 		syscall.Write(2, []byte("Warning: pause should be the first process\n"))
 	}
 	catch()
+	release()
 	defaultOthers()
 	sleep()
+}
+
+// fail reports a failed set-up step and exits 1.
+func fail(step string, errno syscall.Errno) {
+	syscall.Write(2, []byte("pause: "+step+": "+errno.Error()+"\n"))
+	os.Exit(1)
 }
 
 // defaultOthers puts every signal pause.c leaves alone back to SIG_DFL,
@@ -41,8 +50,9 @@ func main() {
 // drops a signal an init has no handler for (so a stray SIGHUP or SIGUSR1
 // from the host is ignored, as by pause.c) instead of the runtime exiting 2.
 // Signals the runtime itself relies on keep its handlers. A zeroed struct
-// sigaction is SIG_DFL on every architecture. It runs after catch, so a
-// caught SIGHUP disappearing from SigCgt in /proc/<pid>/status means ready.
+// sigaction is SIG_DFL on every architecture. It runs last, after catch
+// and release, so a caught SIGHUP disappearing from SigCgt in
+// /proc/<pid>/status means ready.
 func defaultOthers() {
 	var dfl [8]uintptr
 	for sig := syscall.Signal(1); sig <= 64; sig++ {

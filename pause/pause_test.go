@@ -322,3 +322,36 @@ func TestPID1(t *testing.T) {
 		}
 	}
 }
+
+// TestReleasesStartupPages checks that once ready, pause no longer maps
+// most of its read-only data, which the runtime's start reads in full: the
+// release that halves its resident set in every pod.
+func TestReleasesStartupPages(t *testing.T) {
+	r := start(t, nil, pauseBin)
+	waitReady(t, r.pid())
+	smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", r.pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size, rss int // kB, of the binary's read-only, non-executable mapping
+	var inRodata bool
+	for _, l := range strings.Split(string(smaps), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) >= 6 && strings.Contains(f[0], "-"):
+			inRodata = f[1] == "r--p" && f[5] == pauseBin
+		case inRodata && len(f) == 3 && f[0] == "Size:":
+			size, _ = strconv.Atoi(f[1])
+		case inRodata && len(f) == 3 && f[0] == "Rss:":
+			rss, _ = strconv.Atoi(f[1])
+		}
+	}
+	if size == 0 {
+		t.Fatalf("no read-only data mapping of %s in smaps:\n%s", pauseBin, smaps)
+	}
+	if rss > size/2 {
+		t.Errorf("read-only data: %d of %d kB resident after start, want at most half", rss, size)
+	}
+	syscall.Kill(r.pid(), syscall.SIGTERM)
+	r.exitCode(t)
+}
