@@ -3,13 +3,13 @@ package env
 import (
 	"fmt"
 	"math/big"
-	"slices"
 	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/podlab/podlab/runtime/fieldpath"
 )
 
 // resolveValueFrom resolves one env[i].valueFrom. ok is false when an
@@ -114,67 +114,16 @@ func podFieldValue(pi PodInfo, fs *corev1.ObjectFieldSelector) (string, error) {
 		return "", nil
 	case "status.podIPs":
 		return strings.Join(pi.PodIPs, ","), nil
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
-	case "metadata.labels":
-		return formatMap(pod.Labels), nil
-	case "metadata.annotations":
-		return formatMap(pod.Annotations), nil
+	case "metadata.name", "metadata.namespace", "metadata.uid", "metadata.labels", "metadata.annotations":
+		return fieldpath.Extract(pod, path)
 	}
-	if p, key, ok := splitSubscript(path); ok {
-		switch p {
-		case "metadata.annotations":
-			if errs := validation.IsQualifiedName(strings.ToLower(key)); len(errs) != 0 {
-				return "", fmt.Errorf("invalid key subscript in %s: %s", path, strings.Join(errs, ";"))
-			}
-			return pod.Annotations[key], nil
-		case "metadata.labels":
-			if errs := validation.IsQualifiedName(key); len(errs) != 0 {
-				return "", fmt.Errorf("invalid key subscript in %s: %s", path, strings.Join(errs, ";"))
-			}
-			return pod.Labels[key], nil
+	if p, _, ok := fieldpath.SplitMaybeSubscriptedPath(path); ok {
+		if p == "metadata.labels" || p == "metadata.annotations" {
+			return fieldpath.Extract(pod, path)
 		}
 		return "", fmt.Errorf("field label does not support subscript: %s", path)
 	}
 	return "", fmt.Errorf("field label not supported: %s", path)
-}
-
-// splitSubscript splits "metadata.labels['k']" into "metadata.labels" and "k"
-// (the fieldpath package's SplitMaybeSubscriptedPath).
-func splitSubscript(path string) (string, string, bool) {
-	s, ok := strings.CutSuffix(path, "']")
-	if !ok {
-		return path, "", false
-	}
-	p, key, ok := strings.Cut(s, "['")
-	if !ok || p == "" {
-		return path, "", false
-	}
-	return p, key, true
-}
-
-// formatMap renders a whole label/annotation map as the downward API does:
-// sorted `k="v"` lines.
-func formatMap(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(strconv.Quote(m[k]))
-	}
-	return b.String()
 }
 
 // containerResourceValue is the kubelet's containerResourceRuntimeValue over

@@ -10,14 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/podlab/podlab/runtime/fieldpath"
 )
 
 // downwardAPIFiles adds the items of a downwardAPI volume or projection: the
@@ -38,7 +38,7 @@ func downwardAPIFiles(env *setupEnv, pl *payload, items []corev1.DownwardAPIVolu
 			if v := it.FieldRef.APIVersion; v != "" && v != "v1" {
 				return fmt.Errorf("%s.fieldRef.apiVersion: %q is not supported (only v1)", ip, v)
 			}
-			if val, err = podFieldValue(env.src.Pod, it.FieldRef.FieldPath); err != nil {
+			if val, err = fieldpath.Extract(env.src.Pod, it.FieldRef.FieldPath); err != nil {
 				return fmt.Errorf("%s.fieldRef.fieldPath: %w", ip, err)
 			}
 		case it.ResourceFieldRef != nil:
@@ -57,74 +57,6 @@ func downwardAPIFiles(env *setupEnv, pl *payload, items []corev1.DownwardAPIVolu
 		}
 	}
 	return nil
-}
-
-// podFieldValue is the kubelet's fieldpath.ExtractFieldPathAsString for the
-// fields a downwardAPI volume may use.
-func podFieldValue(pod *corev1.Pod, fieldPath string) (string, error) {
-	if path, key, ok := splitSubscriptedPath(fieldPath); ok {
-		switch path {
-		case "metadata.annotations":
-			// Annotation keys are validated case-insensitively.
-			if errs := validation.IsQualifiedName(strings.ToLower(key)); len(errs) != 0 {
-				return "", fmt.Errorf("invalid key subscript in %s: %s", fieldPath, strings.Join(errs, ";"))
-			}
-			return pod.Annotations[key], nil
-		case "metadata.labels":
-			if errs := validation.IsQualifiedName(key); len(errs) != 0 {
-				return "", fmt.Errorf("invalid key subscript in %s: %s", fieldPath, strings.Join(errs, ";"))
-			}
-			return pod.Labels[key], nil
-		default:
-			return "", fmt.Errorf("fieldPath %q does not support subscript", fieldPath)
-		}
-	}
-	switch fieldPath {
-	case "metadata.annotations":
-		return formatMap(pod.Annotations), nil
-	case "metadata.labels":
-		return formatMap(pod.Labels), nil
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
-	}
-	return "", fmt.Errorf("unsupported fieldPath %q (supported: metadata.name, metadata.namespace, metadata.uid, metadata.labels, metadata.annotations)", fieldPath)
-}
-
-// splitSubscriptedPath is fieldpath.SplitMaybeSubscriptedPath:
-// metadata.labels['key'] → metadata.labels, key.
-func splitSubscriptedPath(fieldPath string) (path, key string, ok bool) {
-	if !strings.HasSuffix(fieldPath, "']") {
-		return "", "", false
-	}
-	path, key, ok = strings.Cut(strings.TrimSuffix(fieldPath, "']"), "['")
-	if !ok || path == "" {
-		return "", "", false
-	}
-	return path, key, true
-}
-
-// formatMap is fieldpath.FormatMap: one key="value" line per entry, sorted by
-// key, values quoted with strconv.Quote, no trailing newline.
-func formatMap(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	var b []byte
-	for _, k := range keys {
-		if len(b) > 0 {
-			b = append(b, '\n')
-		}
-		b = append(b, k...)
-		b = append(b, '=')
-		b = strconv.AppendQuote(b, m[k])
-	}
-	return string(b)
 }
 
 // resourceFieldValue is the kubelet's

@@ -423,21 +423,6 @@ func TestDownwardAPIVolume(t *testing.T) {
 	}
 }
 
-func TestFormatMap(t *testing.T) {
-	for _, tt := range []struct {
-		in   map[string]string
-		want string
-	}{
-		{nil, ""},
-		{map[string]string{"b": "2", "a": "1"}, "a=\"1\"\nb=\"2\""},
-		{map[string]string{"k": "tab\there \\ \"q\" \x00"}, `k="tab\there \\ \"q\" \x00"`},
-	} {
-		if got := formatMap(tt.in); got != tt.want {
-			t.Errorf("formatMap(%v) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}
-
 func TestSubPath(t *testing.T) {
 	outside := t.TempDir()
 	mounts := []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
