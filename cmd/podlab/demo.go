@@ -398,22 +398,10 @@ func newTab2(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4
 // mark per layer.
 func writeDemoVisibility(w io.Writer, r *inspect.Report) {
 	tw := newTab2(w)
-	fmt.Fprint(tw, "ITEM\tFROM\tPOINT")
-	for _, l := range inspect.LayerNames {
-		fmt.Fprint(tw, "\t"+strings.ToUpper(l))
-	}
-	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "ITEM\tFROM\tPOINT"+inspect.LayerColumns())
 	var notes []string
 	for _, it := range r.Injected {
-		fmt.Fprintf(tw, "%s\t%s\t%s", it.Label(), it.Origin, it.Point)
-		for _, l := range inspect.LayerNames {
-			mark := "–"
-			if it.Visible[l] {
-				mark = "✓"
-			}
-			fmt.Fprint(tw, "\t"+mark)
-		}
-		fmt.Fprintln(tw)
+		fmt.Fprintf(tw, "%s\t%s\t%s%s\n", it.Label(), it.Origin, it.Point, it.Marks())
 		if it.Note != "" {
 			notes = append(notes, it.Label()+": "+it.Note)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/podlab/podlab/runtime"
 	"github.com/podlab/podlab/runtime/env"
@@ -51,6 +52,20 @@ type Item struct {
 
 // Label is the item as a table shows it: "env SSL_CERT_FILE".
 func (it Item) Label() string { return it.Kind + " " + it.Name }
+
+// Marks are the item's cells in a visibility table, one per layer in
+// LayerNames order, each after a tab: ✓ where that layer shows it, – where not.
+func (it Item) Marks() string {
+	var b strings.Builder
+	for _, l := range LayerNames {
+		if it.Visible[l] {
+			b.WriteString("\t✓")
+		} else {
+			b.WriteString("\t–")
+		}
+	}
+	return b.String()
+}
 
 // By names where the item comes from: "rule ca-bundle (ca, kubelet)".
 func (it Item) By() string {

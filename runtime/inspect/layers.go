@@ -39,6 +39,12 @@ const (
 // LayerNames are the layers in data-path order.
 var LayerNames = []string{LayerPodSpec, LayerOptions, LayerCRI, LayerOCI, LayerProcess}
 
+// LayerColumns are a visibility table's header cells for the layers (see
+// Item.Marks): each name in upper case, after a tab.
+func LayerColumns() string {
+	return "\t" + strings.ToUpper(strings.Join(LayerNames, "\t"))
+}
+
 var layerTitles = map[string]string{
 	LayerPodSpec: "PodSpec as written (spec.containers[].env, envFrom, volumeMounts)",
 	LayerOptions: "RunContainerOptions (kubelet GenerateRunContainerOptions)",

@@ -144,22 +144,10 @@ func WriteVisibility(w io.Writer, r *Report) {
 		return
 	}
 	tw := newTab(w)
-	fmt.Fprint(tw, "  ITEM\tVALUE\tBY")
-	for _, l := range LayerNames {
-		fmt.Fprint(tw, "\t"+strings.ToUpper(l))
-	}
-	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "  ITEM\tVALUE\tBY"+LayerColumns())
 	var notes []string
 	for _, it := range r.Injected {
-		fmt.Fprintf(tw, "  %s\t%s\t%s", it.Label(), p.short(it.Value), it.By())
-		for _, l := range LayerNames {
-			mark := "–"
-			if it.Visible[l] {
-				mark = "✓"
-			}
-			fmt.Fprint(tw, "\t"+mark)
-		}
-		fmt.Fprintln(tw)
+		fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", it.Label(), p.short(it.Value), it.By(), it.Marks())
 		if it.Note != "" {
 			notes = append(notes, it.Label()+": "+it.Note)
 		}
