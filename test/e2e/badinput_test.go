@@ -59,12 +59,7 @@ func TestBadInputs(t *testing.T) {
 	for _, tc := range badManifests {
 		t.Run("manifest/"+tc.name, func(t *testing.T) {
 			r := podlab(t, tc.manifest, "run", "-q", "-f", "-")
-			if r.code == 0 {
-				t.Fatal("run succeeded")
-			}
-			if !strings.Contains(r.stderr, tc.want) {
-				t.Fatalf("error does not name %q:\n%s", tc.want, r.stderr)
-			}
+			r.failsNaming(t, "run", tc.want)
 			noState(t)
 			testutil.LeakCheck(t)
 		})
@@ -97,12 +92,7 @@ func TestBadInputs(t *testing.T) {
 			os.WriteFile(cfg, append(append([]byte(nil), base...), tc.yaml...), 0o644)
 			args := append([]string{"--config", cfg, "run", "-q", "-f", "-"}, tc.args...)
 			r := podlabRaw(t, podWith("", ""), args...)
-			if r.code == 0 {
-				t.Fatal("run succeeded")
-			}
-			if !strings.Contains(r.stderr, tc.want) {
-				t.Fatalf("error does not name %q:\n%s", tc.want, r.stderr)
-			}
+			r.failsNaming(t, "run", tc.want)
 			noState(t)
 			testutil.LeakCheck(t)
 		})
@@ -126,12 +116,7 @@ func TestBadInputs(t *testing.T) {
 			archive := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+".tar")
 			writeDockerSave(t, archive, tc.entries)
 			r := podlab(t, "", "image", "import", "evil:1", archive)
-			if r.code == 0 {
-				t.Fatal("import succeeded")
-			}
-			if !strings.Contains(r.stderr, tc.want) {
-				t.Fatalf("error does not name %q:\n%s", tc.want, r.stderr)
-			}
+			r.failsNaming(t, "import", tc.want)
 			if ls := podlab(t, "", "image", "ls"); strings.Contains(ls.stdout, "evil") {
 				t.Fatal("a rejected image is in the store")
 			}

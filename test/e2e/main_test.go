@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/podlab/podlab/internal/testutil"
@@ -64,6 +65,18 @@ func run(m *testing.M) int {
 type result struct {
 	stdout, stderr string
 	code           int
+}
+
+// failsNaming fails the test unless the command (what, for the message)
+// exited non-zero with an error that names want.
+func (r result) failsNaming(t *testing.T, what, want string) {
+	t.Helper()
+	if r.code == 0 {
+		t.Fatalf("%s succeeded", what)
+	}
+	if !strings.Contains(r.stderr, want) {
+		t.Fatalf("error does not name %q:\n%s", want, r.stderr)
+	}
 }
 
 // podlab runs the binary with the test config.

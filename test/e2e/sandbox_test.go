@@ -99,12 +99,7 @@ func TestBadManifests(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := podlab(t, tc.manifest, "runp", "-f", "-")
-			if r.code == 0 {
-				t.Fatalf("runp succeeded")
-			}
-			if !strings.Contains(r.stderr, tc.want) {
-				t.Fatalf("error does not name %q:\n%s", tc.want, r.stderr)
-			}
+			r.failsNaming(t, "runp", tc.want)
 			noState(t)
 		})
 	}
