@@ -46,6 +46,8 @@ func release() {
 }
 
 // The ELF auxiliary vector and program header (Elf64_Phdr) entries used.
+// Not debug/elf's: importing it would run its dependencies' package init
+// (compress/flate builds tables) in every pod's pause.
 const (
 	atPHDR  = 3
 	atPHNUM = 5
