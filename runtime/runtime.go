@@ -46,6 +46,10 @@ type Runtime struct {
 	ConfigPath string // handed to the shim so it reads the same config
 	Sandbox    *sandbox.Manager
 	Images     *rootfs.Store
+	// SealSeen, if set, receives each pod's count of how libcontainer
+	// sealed the init binary in its shim, one per container start (the
+	// pause's included). It may be called from several goroutines.
+	SealSeen func(oci.SealCounts)
 }
 
 // New opens the sandbox manager and the image store.
@@ -132,7 +136,8 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 	}
 	// Work that needs no sandbox runs while the sandbox is made: the CA
 	// bundle (from the cache, or built), and the shim's start (exec and Go
-	// init of its binary), which then waits for its pod (shim.Request).
+	// init of its binary), which then waits for its pod (shim.Request):
+	// first to start the pause, then to create the first container.
 	caDone := make(chan caResult, 1)
 	go func() {
 		bundle, err := r.caBundles().Bundle(r.Config.Injection.CA)
@@ -190,7 +195,7 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 		}
 		return shim.hand(p.ID, ctr)
 	}
-	p, err := r.Sandbox.Create(ctx, mf, rec, prepare)
+	p, err := r.Sandbox.Create(ctx, mf, rec, prepare, shim.startPause)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/podlab/podlab/internal/config"
+	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/manifest"
 	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/state"
@@ -637,5 +638,62 @@ spec:
 	}
 	if code, out := waitExit(t, rt, p, "second"); code != 0 || !strings.Contains(out, "ip="+p.IPs[0]+"\n") {
 		t.Errorf("second (exit %d): %q, want ip=%s", code, out, p.IPs[0])
+	}
+}
+
+// The pod's shim starts its pause, as containerd's shim starts the
+// sandbox container: the pause is the shim's child, so its init
+// re-executed the shim's binary, not podlab's. The shim counts both
+// starts' exe sealing.
+func TestShimStartsPause(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	var seal oci.SealCounts
+	rt.SealSeen = func(c oci.SealCounts) { seal.Add(c) }
+	p := runPod(t, rt, `apiVersion: v1
+kind: Pod
+metadata: {name: shim-pause}
+spec:
+  containers: [{name: app, image: busybox, command: ["sleep", "60"]}]
+`)
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.PausePID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("\nPPid:\t%d\n", p.ShimPID); !strings.Contains(string(status), want) {
+		t.Errorf("pause %d is not the shim's (%d) child:\n%s", p.PausePID, p.ShimPID, status)
+	}
+	if seal.Starts != 2 {
+		t.Errorf("shim saw %d container starts, want 2 (pause, app): %+v", seal.Starts, seal)
+	}
+}
+
+// A pause the shim fails to start, or a shim that dies starting it,
+// fails the pod with the cause and leaves nothing behind (the cleanup's
+// leak check): podlab's rollback deletes the pause the shim made.
+func TestPauseFailingInShimLeavesNothing(t *testing.T) {
+	for _, tc := range []struct{ failpoint, want string }{
+		{"shim-after-pause", "pause stage: failpoint shim-after-pause"},
+		{"shim-after-pause:kill", "pause stage: shim failed before starting the pause"},
+	} {
+		t.Run(tc.failpoint, func(t *testing.T) {
+			rt := newTestRuntime(t, nil)
+			t.Setenv(failpoint.Env, tc.failpoint) // armed in the shim, which inherits it
+			mf, _ := manifest.Parse([]byte(`apiVersion: v1
+kind: Pod
+metadata: {name: bad-pause}
+spec:
+  containers: [{name: app, image: busybox, command: ["true"]}]
+`))
+			p, _, err := rt.RunPod(context.Background(), mf, trace.New())
+			if p != nil {
+				rt.RemovePod(context.Background(), p, 0, trace.New())
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("RunPod = %v, want %q", err, tc.want)
+			}
+			if pods, orphans, _ := rt.Sandbox.Store.List(); len(pods)+len(orphans) != 0 {
+				t.Fatal("state left behind")
+			}
+		})
 	}
 }

@@ -4,13 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
@@ -23,9 +25,10 @@ import (
 // having destroyed what it created.
 type shimProcess struct {
 	cmd     *exec.Cmd
-	control *os.File // write end: requests, then close
-	status  *os.File // read end: the shim's report (fd 3 in the shim)
-	handed  bool     // the pod's request is sent
+	mu      sync.Mutex // requests come from the pause's stage and the caller's
+	control *os.File   // write end: requests, then close
+	status  *os.File   // read end: the shim's answers (fd 3 in the shim)
+	answers *json.Decoder
 	exited  chan struct{}
 }
 
@@ -56,13 +59,15 @@ func (r *Runtime) spawnShim() (*shimProcess, error) {
 		controlW.Close()
 		return nil, fmt.Errorf("starting shim: %w", err)
 	}
-	s := &shimProcess{cmd: cmd, control: controlW, status: statusR, exited: make(chan struct{})}
+	s := &shimProcess{cmd: cmd, control: controlW, status: statusR, answers: json.NewDecoder(statusR), exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(s.exited) }() // reap it if it ends while we still run
 	return s, nil
 }
 
 // send writes one request to the shim.
 func (s *shimProcess) send(req shim.Request) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.control == nil {
 		return errors.New("shim control pipe closed")
 	}
@@ -74,14 +79,30 @@ func (s *shimProcess) send(req shim.Request) error {
 	return err
 }
 
-// hand gives the shim its pod and, if set, a container of it to create
-// now (its bundle written and recorded).
+// hand gives the shim a container of pod podID to create now (its bundle
+// written and recorded).
 func (s *shimProcess) hand(podID string, create *state.Container) error {
 	if err := s.send(shim.Request{Pod: podID, Create: create}); err != nil {
 		return fmt.Errorf("handing pod to its shim: %w", err)
 	}
-	s.handed = true
 	return nil
+}
+
+// startPause has the shim start the pod's pause container from spec, so
+// that the pause's init re-executes the shim's small binary rather than
+// podlab's, and returns the pause's pid. It is the pod's sandbox.PauseStarter.
+func (s *shimProcess) startPause(p *state.Pod, spec *specs.Spec) (int, error) {
+	if err := s.send(shim.Request{Pod: p.ID, Pause: &shim.Pause{ID: p.ID, Spec: spec}}); err != nil {
+		return 0, fmt.Errorf("asking the shim to start the pause: %w", err)
+	}
+	var rep shim.PauseReply
+	if err := s.answers.Decode(&rep); err != nil {
+		return 0, fmt.Errorf("shim failed before starting the pause: %w", err)
+	}
+	if rep.Error != "" {
+		return 0, errors.New(rep.Error)
+	}
+	return rep.PID, nil
 }
 
 // release ends a shim that will not start the pod, and waits for it to
@@ -98,6 +119,8 @@ func (s *shimProcess) release() {
 // abandon closes the shim's pipes: a shim that was not told to start
 // exits. Idempotent.
 func (s *shimProcess) abandon() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.control != nil {
 		s.control.Close()
 		s.control = nil
@@ -112,25 +135,21 @@ func (s *shimProcess) abandon() {
 // (p.ShimPID) and its containers, and waits for the shim's report.
 func (r *Runtime) startShim(p *state.Pod, s *shimProcess) (*shim.Report, error) {
 	defer s.abandon()
-	if !s.handed {
-		if err := s.hand(p.ID, nil); err != nil {
-			return nil, err
-		}
-	}
-	err := s.send(shim.Request{Start: true})
-	s.control.Close()
-	s.control = nil
+	err := s.send(shim.Request{Pod: p.ID, Start: true})
 	if err != nil {
 		return nil, fmt.Errorf("starting pod %s in its shim: %w", p.Key(), err)
 	}
-	data, err := io.ReadAll(s.status)
-	if err != nil {
-		return nil, fmt.Errorf("reading shim report: %w", err)
-	}
+	s.mu.Lock()
+	s.control.Close()
+	s.control = nil
+	s.mu.Unlock()
 	var rep shim.Report
-	if err := json.Unmarshal(data, &rep); err != nil {
+	if err := s.answers.Decode(&rep); err != nil {
 		slog, _ := os.ReadFile(filepath.Join(r.Sandbox.Store.PodDir(p.ID), "shim.log"))
 		return nil, fmt.Errorf("shim failed before reporting: %s", lastLines(string(slog), 5))
+	}
+	if r.SealSeen != nil {
+		r.SealSeen(rep.Seal)
 	}
 	return &rep, nil
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/podlab/podlab/internal/cleanup"
@@ -77,7 +78,7 @@ func (m *Manager) CgroupPath(podID string) string {
 // the pod's lock (Store.LockPod). On error everything done so far is undone,
 // including the state record, and the error says which stage failed.
 func (m *Manager) Run(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder) (*state.Pod, error) {
-	return m.run(ctx, mf, rec, true, nil)
+	return m.run(ctx, mf, rec, true, nil, nil)
 }
 
 // Prepare is a caller's work that needs the pod's namespaces and cgroup but
@@ -86,15 +87,22 @@ func (m *Manager) Run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 // what it makes on undo, which runs if the sandbox then fails.
 type Prepare func(p *state.Pod, undo *cleanup.List) error
 
+// PauseStarter starts the pod's pause container (its id is the pod's)
+// from spec and returns the pid of its init. Run starts it from this
+// process; a caller with a shim for the pod has the shim start it, as
+// containerd's sandbox controller does, so that the pause's init
+// re-executes the shim's small binary.
+type PauseStarter func(p *state.Pod, spec *specs.Spec) (pid int, err error)
+
 // Create is Run leaving the record Creating, for a caller that goes on to
 // create containers: a crash before that caller marks the pod Ready must
 // leave a record gc recognizes as unfinished. prepare, if set, runs beside
-// CNI ADD.
-func (m *Manager) Create(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder, prepare Prepare) (*state.Pod, error) {
-	return m.run(ctx, mf, rec, false, prepare)
+// CNI ADD; startPause, if set, starts the pause.
+func (m *Manager) Create(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder, prepare Prepare, startPause PauseStarter) (*state.Pod, error) {
+	return m.run(ctx, mf, rec, false, prepare, startPause)
 }
 
-func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder, ready bool, prepare Prepare) (pod *state.Pod, retErr error) {
+func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder, ready bool, prepare Prepare, startPause PauseStarter) (pod *state.Pod, retErr error) {
 	spec := mf.Pod.Spec
 	p := &state.Pod{
 		ID:          state.NewID(),
@@ -229,7 +237,7 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 	end = rec.Start("pause")
 	pause := inBackground(func() error {
 		var err error
-		pausePID, pauseStart, err = m.startPause(p)
+		pausePID, pauseStart, err = m.startPause(p, startPause)
 		end(err)
 		if err != nil {
 			return fmt.Errorf("pause stage: %w", err)
@@ -290,9 +298,9 @@ func (b *background) wait() error {
 	return b.err
 }
 
-// startPause starts the pod's pause and returns its pid and start time. It
-// reads p only.
-func (m *Manager) startPause(p *state.Pod) (pid int, start uint64, err error) {
+// startPause starts the pod's pause, with start if set, and returns its
+// pid and start time. It reads p only.
+func (m *Manager) startPause(p *state.Pod, start PauseStarter) (pid int, startTime uint64, err error) {
 	bin, err := FindBinary(m.Config.PauseBinary, PauseBinaryName, "pauseBinary")
 	if err != nil {
 		return 0, 0, err
@@ -304,15 +312,27 @@ func (m *Manager) startPause(p *state.Pod) (pid int, start uint64, err error) {
 	spec := pauseSpec(rootfs, filepath.Join(p.CgroupPath, "pause"), pauseNamespaces{
 		NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, HostPID: p.HostPID,
 	})
+	if start == nil {
+		start = m.startPauseHere
+	}
+	if pid, err = start(p, spec); err != nil {
+		return 0, 0, err
+	}
+	startTime, _ = proc.StartTime(pid)
+	return pid, startTime, nil
+}
+
+// startPauseHere is the PauseStarter that starts the pause from this
+// process.
+func (m *Manager) startPauseHere(p *state.Pod, spec *specs.Spec) (int, error) {
 	pause, err := m.OCI.Start(p.ID, "", spec, oci.Stdio{})
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	// This process is the pause's parent until it exits: reap the pause if
 	// it dies first (a long-lived caller such as bench would collect zombies).
 	go pause.Wait()
-	start, _ = proc.StartTime(pause.Pid)
-	return pause.Pid, start, nil
+	return pause.Pid, nil
 }
 
 // podPins are the pod's namespaces to pin besides its netns, by kind.

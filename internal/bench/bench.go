@@ -21,10 +21,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/podlab/podlab/internal/manifest"
+	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/runtime"
+	"github.com/podlab/podlab/sandbox"
 )
 
 // Options configure a run.
@@ -222,18 +224,27 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	rep.Warnings = mf.Warnings
 
-	// Probe before watching, so the probe's own sealing is not counted.
 	root := b.rt.Sandbox.OCI.Root
 	rep.ExeSeal.Probe, rep.ExeSeal.ProbeDetail = probeSeal(root)
 	rep.ExeSeal.StateRoot = root
-	if exe, err := os.Executable(); err == nil {
+	if exe, err := sandbox.FindBinary(b.rt.Config.ShimBinary, runtime.ShimBinaryName, "shimBinary"); err == nil {
 		rep.ExeSeal.BinaryPath = exe
 		if st, err := os.Stat(exe); err == nil {
 			rep.ExeSeal.BinaryBytes = st.Size()
 		}
 	}
-	watch := startSealWatch()
-	defer watch.stop()
+	// The shims start every container, pauses included, and count how
+	// libcontainer sealed the binary each time.
+	var (
+		sealMu sync.Mutex
+		seal   oci.SealCounts
+	)
+	b.rt.SealSeen = func(c oci.SealCounts) {
+		sealMu.Lock()
+		defer sealMu.Unlock()
+		seal.Add(c)
+	}
+	defer func() { b.rt.SealSeen = nil }()
 
 	steps := LiveSteps(o.Live)
 	total := o.Warmup + o.Live
@@ -273,9 +284,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.Memory.PauseCycle = summarizeRSS("measured cycles, after the wait", cycleRSS)
 		rep.Memory.PodlabPeakKB, rep.Memory.ChildrenMaxRSSKB = peakRSS()
 		rep.Memory.ShimLive = summarizeRSS("live pods' shims, VmHWM at pod ready", b.shimHWM)
-		counts := watch.counts()
-		rep.ExeSeal.Observed = counts
-		rep.ExeSeal.Mode = sealMode(counts, rep.ExeSeal.Probe)
+		sealMu.Lock()
+		rep.ExeSeal.Observed = seal
+		sealMu.Unlock()
+		rep.ExeSeal.Mode = sealMode(rep.ExeSeal.Observed, rep.ExeSeal.Probe)
 		rep.LiveCurve = liveCurve(rep.Rounds, o.Concurrency[0])
 		rep.Finished = time.Now().UTC()
 	}()

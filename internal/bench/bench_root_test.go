@@ -81,17 +81,20 @@ spec:
 		t.Errorf("live curve %+v", rep.LiveCurve)
 	}
 
-	// Sealing was seen in every pause start of this process: warmup 1 +
-	// 4 rounds × 3 + 1 live pod.
+	// The shims saw sealing in every container start, the pause's and the
+	// app's of each pod: warmup 1 + 4 rounds × 3 + 1 live pod.
 	e := rep.ExeSeal
-	if e.Observed.Starts != 14 {
-		t.Errorf("seal decisions seen in %d pause starts, want 14: %+v", e.Observed.Starts, e.Observed)
+	if e.Observed.Starts != 28 {
+		t.Errorf("seal decisions seen in %d container starts, want 28: %+v", e.Observed.Starts, e.Observed)
 	}
 	if e.Mode == SealUnknown || e.Mode == SealMixed || e.Probe == SealUnknown {
 		t.Errorf("exe seal mode %q, probe %q (%s)", e.Mode, e.Probe, e.ProbeDetail)
 	}
 	if e.Mode != e.Probe {
 		t.Errorf("observed mode %s disagrees with the probe %s", e.Mode, e.Probe)
+	}
+	if e.BinaryPath != podtest.ShimBinary || e.BinaryBytes <= 0 {
+		t.Errorf("sealed binary %s (%d bytes), want the shim's %s", e.BinaryPath, e.BinaryBytes, podtest.ShimBinary)
 	}
 
 	m := rep.Memory

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/trace"
 )
 
@@ -65,7 +66,7 @@ func fakeReport(n int) *Report {
 		Cycles: n, Concurrency: []int{1, 2}, Warmup: 1, Live: 4,
 		Machine:  Machine{CPUModel: "Test CPU <&>", Cores: 2, MemoryKB: 4 << 20, Kernel: "6.1.0", OS: "Debian", CgroupMode: "hybrid"},
 		Versions: Versions{Podlab: "dev", Go: "go1.26", Runc: "v1.5.2", Libcni: "v1.3.1", CNIPlugins: map[string]string{"bridge": "v1.9.1", "loopback": "v1.9.1"}},
-		ExeSeal:  ExeSeal{Mode: SealOverlayfs, Probe: SealOverlayfs, Observed: SealCounts{Starts: 10, Overlayfs: 10}},
+		ExeSeal:  ExeSeal{Mode: SealOverlayfs, Probe: SealOverlayfs, Observed: oci.SealCounts{Starts: 10, Overlayfs: 10}},
 	}
 	b := &bencher{o: Options{Live: 4, Concurrency: []int{1, 2}}}
 	for _, live := range LiveSteps(4) {

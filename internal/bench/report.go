@@ -79,7 +79,7 @@ func WriteTable(w io.Writer, r *Report) error {
 	v := r.Versions
 	fmt.Fprintf(&b, "versions: podlab %s, %s, runc %s, libcni %s, CNI plugins %s\n", v.Podlab, v.Go, v.Runc, v.Libcni, pluginSummary(v.CNIPlugins))
 	e := r.ExeSeal
-	fmt.Fprintf(&b, "exe seal: %s (seen in %d/%d pause starts; probe: %s)\n", e.Mode, sealAgree(e), e.Observed.Starts, e.Probe)
+	fmt.Fprintf(&b, "exe seal: %s (seen in %d/%d container starts; probe: %s)\n", e.Mode, sealAgree(e), e.Observed.Starts, e.Probe)
 	fmt.Fprintf(&b, "  binary %s, %.1f MB; state root %s\n", e.BinaryPath, float64(e.BinaryBytes)/1e6, e.StateRoot)
 	if e.Observed.FallbackError != "" {
 		fmt.Fprintf(&b, "  overlayfs failed: %s\n", e.Observed.FallbackError)

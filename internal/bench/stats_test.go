@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/trace"
 )
 
@@ -175,15 +176,15 @@ func TestLiveSteps(t *testing.T) {
 
 func TestSealMode(t *testing.T) {
 	for _, tc := range []struct {
-		c    SealCounts
+		c    oci.SealCounts
 		want string
 	}{
-		{SealCounts{}, "probe"},
-		{SealCounts{Starts: 3, Overlayfs: 3}, SealOverlayfs},
-		{SealCounts{Starts: 3, Copy: 3}, SealMemfd},
-		{SealCounts{Starts: 3, Copy: 3, NoMemfd: 3}, SealTmpfile},
-		{SealCounts{Starts: 2, AlreadySealed: 2}, SealAlreadySealed},
-		{SealCounts{Starts: 3, Overlayfs: 2, Copy: 1}, SealMixed},
+		{oci.SealCounts{}, "probe"},
+		{oci.SealCounts{Starts: 3, Overlayfs: 3}, SealOverlayfs},
+		{oci.SealCounts{Starts: 3, Copy: 3}, SealMemfd},
+		{oci.SealCounts{Starts: 3, Copy: 3, NoMemfd: 3}, SealTmpfile},
+		{oci.SealCounts{Starts: 2, AlreadySealed: 2}, SealAlreadySealed},
+		{oci.SealCounts{Starts: 3, Overlayfs: 2, Copy: 1}, SealMixed},
 	} {
 		if got := sealMode(tc.c, "probe"); got != tc.want {
 			t.Errorf("sealMode(%+v) = %s, want %s", tc.c, got, tc.want)

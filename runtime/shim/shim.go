@@ -1,13 +1,14 @@
 // Package shim is podlab's per-pod monitor, as containerd-shim and conmon
-// are: a detached process that starts the pod's containers so that their
-// inits are its children. It reports how the start went over a pipe, then
-// copies each container's stdout/stderr into its CRI-format log, records its
-// exit code, and exits when the last container has exited.
+// are: a detached process that starts the pod's pause and containers, so
+// that their inits are its children. It answers the pause's start and
+// reports how the containers' start went over a pipe, then copies each
+// container's stdout/stderr into its CRI-format log, records its exit
+// code, and exits when the last container has exited.
 //
 // It runs as its own small binary (cmd/podlab-shim), linking libcontainer
 // and little else: libcontainer re-executes the running binary as every
 // container's init, so that binary's size and package init are paid in
-// every container start.
+// every container start, the pause's included.
 package shim
 
 import (
@@ -23,6 +24,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/oci"
@@ -41,6 +44,7 @@ const (
 type Shim struct {
 	Store *state.Store
 	OCI   *oci.Runtime
+	Seal  *oci.SealWatch // counts every start's exe sealing, if set
 }
 
 // Exit is what the shim writes next to a container's bundle, as exit.json,
@@ -67,6 +71,16 @@ type Report struct {
 	Started    bool                 `json:"started"` // at least one container ran
 	Error      string               `json:"error,omitempty"`
 	Containers map[string]Container `json:"containers"`
+	// Seal counts how libcontainer sealed the init binary in each start
+	// so far, the pause's included.
+	Seal oci.SealCounts `json:"seal"`
+}
+
+// PauseReply answers a Request's Pause on the status pipe, ahead of the
+// Report.
+type PauseReply struct {
+	PID   int    `json:"pid"`
+	Error string `json:"error,omitempty"`
 }
 
 type Container struct {
@@ -85,40 +99,43 @@ type AbsSpan struct {
 }
 
 // Request is one message on the control pipe (fd 4) of a shim started
-// ahead of its pod, one JSON object per line. The first names the pod and
-// may hand over its first container to create at once (`runc create`),
-// while podlab finishes the sandbox; the second says to start the pod's
-// containers, as recorded by then. A pipe that closes before Start means
-// podlab gave up on the pod: the shim destroys what it created and exits.
+// ahead of its pod, one JSON object per line. The first names the pod;
+// requests may ask to start the pod's pause (Pause: its container id and
+// spec; answered by a PauseReply on the status pipe) and hand over its
+// first container to create at once (`runc create`), while podlab
+// finishes the sandbox; the last says to start the pod's containers, as
+// recorded by then. A pipe that closes before Start means podlab gave up
+// on the pod: the shim destroys the container it created and exits. The
+// pause, part of the sandbox, is left to podlab's rollback.
 type Request struct {
 	Pod    string           `json:"pod,omitempty"`
+	Pause  *Pause           `json:"pause,omitempty"`
 	Create *state.Container `json:"create,omitempty"`
 	Start  bool             `json:"start,omitempty"`
 }
 
-// Serve follows the control pipe's requests and runs the pod it names,
-// reporting on status. A pipe closed before any request, or before Start,
-// is not an error: the pod was never made.
+// Pause is the pod's pause container to start.
+type Pause struct {
+	ID   string      `json:"id"`
+	Spec *specs.Spec `json:"spec"`
+}
+
+// Serve follows the control pipe's requests and runs the pod they name,
+// answering and reporting on status. A pipe closed before any request, or
+// before Start, is not an error: the pod was never made.
 func (s *Shim) Serve(control io.Reader, status *os.File) error {
+	out := &statusWriter{f: status}
 	dec := json.NewDecoder(control)
-	var req Request
-	if err := dec.Decode(&req); err != nil || req.Pod == "" {
-		if errors.Is(err, io.EOF) {
-			err = nil
-		}
-		return err
-	}
-	podID := req.Pod
-	if err := s.logToPod(podID); err != nil {
-		return err
-	}
-	var pre *started
-	var preErr error
-	if req.Create != nil {
-		pre, preErr = s.create(*req.Create)
-	}
-	for !req.Start {
-		req = Request{}
+	var (
+		podID  string
+		pre    *started
+		preErr error
+		pause  sync.WaitGroup
+	)
+	// A shim must not exit half way through the pause's start.
+	defer pause.Wait()
+	for {
+		var req Request
 		if err := dec.Decode(&req); err != nil {
 			if pre != nil {
 				pre.destroy()
@@ -128,13 +145,88 @@ func (s *Shim) Serve(control io.Reader, status *os.File) error {
 			}
 			return err
 		}
+		if podID == "" {
+			if req.Pod == "" {
+				return errors.New("first request names no pod")
+			}
+			podID = req.Pod
+			if err := s.logToPod(podID); err != nil {
+				return err
+			}
+		}
+		if req.Pause != nil {
+			pause.Add(1)
+			go func() {
+				defer pause.Done()
+				out.write(s.startPause(*req.Pause))
+			}()
+		}
+		if req.Create != nil && pre == nil && preErr == nil {
+			pre, preErr = s.create(*req.Create)
+		}
+		if req.Start {
+			break
+		}
 	}
+	pause.Wait()
 	if preErr != nil {
-		rep := &Report{Error: preErr.Error()}
-		writeReport(status, rep)
+		out.write(&Report{Error: preErr.Error(), Seal: s.seal()})
+		out.close()
 		return nil
 	}
-	return s.Run(podID, status, pre)
+	return s.Run(podID, out, pre)
+}
+
+// startPause starts the pod's pause. This process stays its parent until
+// it exits and reaps it if it dies first; after that, the pause is
+// reparented like any daemon's child.
+func (s *Shim) startPause(req Pause) *PauseReply {
+	if req.Spec == nil {
+		return &PauseReply{Error: "pause request without a spec"}
+	}
+	p, err := s.OCI.Start(req.ID, "", req.Spec, oci.Stdio{})
+	if err != nil {
+		return &PauseReply{Error: err.Error()}
+	}
+	go p.Wait()
+	if err := failpoint.Hit("shim-after-pause"); err != nil {
+		return &PauseReply{Error: err.Error()} // the pause is left to podlab's rollback
+	}
+	return &PauseReply{PID: p.Pid}
+}
+
+// seal is the sealing decisions seen so far (none without a watch).
+func (s *Shim) seal() oci.SealCounts {
+	if s.Seal == nil {
+		return oci.SealCounts{}
+	}
+	return s.Seal.Counts()
+}
+
+// statusWriter writes the shim's answers to the status pipe (fd 3), one
+// JSON value each, from any goroutine.
+type statusWriter struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func (w *statusWriter) write(v any) {
+	data, _ := json.Marshal(v)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f != nil {
+		w.f.Write(append(data, '\n'))
+	}
+}
+
+// close ends the stream: the reader sees EOF after the last answer.
+func (w *statusWriter) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f != nil {
+		w.f.Close()
+		w.f = nil
+	}
 }
 
 // logToPod sends the shim's stdout and stderr to the pod's shim.log.
@@ -152,15 +244,9 @@ func (s *Shim) logToPod(podID string) error {
 	return nil
 }
 
-func writeReport(status *os.File, rep *Report) {
-	data, _ := json.Marshal(rep)
-	status.Write(data)
-	status.Close()
-}
-
-// Run starts pod podID's containers and reports on status (fd 3). pre, if
-// set, is one of them, already created.
-func (s *Shim) Run(podID string, status *os.File, pre *started) error {
+// Run starts pod podID's containers and reports on out. pre, if set, is
+// one of them, already created.
+func (s *Shim) Run(podID string, out *statusWriter, pre *started) error {
 	p, err := s.Store.Get(podID)
 	if err != nil {
 		if pre != nil {
@@ -211,7 +297,9 @@ func (s *Shim) Run(podID string, status *os.File, pre *started) error {
 		// Created ahead but not started (an earlier container failed).
 		pre.destroy()
 	}
-	writeReport(status, rep)
+	rep.Seal = s.seal()
+	out.write(rep)
+	out.close()
 	wg.Wait()
 	return nil
 }
@@ -382,10 +470,10 @@ func Main(args []string) int {
 		if err != nil {
 			return err
 		}
-		s := &Shim{Store: store, OCI: &oci.Runtime{Root: *ociRoot}}
+		s := &Shim{Store: store, OCI: &oci.Runtime{Root: *ociRoot}, Seal: oci.WatchSeal()}
 		status := os.NewFile(3, "status")
 		if *podID != "" {
-			return s.Run(*podID, status, nil)
+			return s.Run(*podID, &statusWriter{f: status}, nil)
 		}
 		control := os.NewFile(4, "control")
 		defer control.Close()
