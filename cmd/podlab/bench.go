@@ -77,6 +77,7 @@ namespace.`,
 			if err != nil {
 				return err
 			}
+			collectAsUsual()
 			rt, err := g.runtime()
 			if err != nil {
 				return err
