@@ -77,7 +77,7 @@ namespace.`,
 			if err != nil {
 				return err
 			}
-			collectAsUsual()
+			tuneForLongCommand()
 			rt, err := g.runtime()
 			if err != nil {
 				return err

@@ -22,7 +22,7 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func main() {
-	deferCollection()
+	tuneForShortCommand()
 	if err := newRootCmd().Execute(); err != nil {
 		var ee exitError
 		if errors.As(err, &ee) {
