@@ -313,26 +313,13 @@ func (m *Manager) startPause(p *state.Pod, start PauseStarter) (pid int, startTi
 		NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, HostPID: p.HostPID,
 	})
 	if start == nil {
-		start = m.startPauseHere
+		start = func(p *state.Pod, spec *specs.Spec) (int, error) { return m.OCI.Run(p.ID, spec, oci.Stdio{}) }
 	}
 	if pid, err = start(p, spec); err != nil {
 		return 0, 0, err
 	}
 	startTime, _ = proc.StartTime(pid)
 	return pid, startTime, nil
-}
-
-// startPauseHere is the PauseStarter that starts the pause from this
-// process.
-func (m *Manager) startPauseHere(p *state.Pod, spec *specs.Spec) (int, error) {
-	pause, err := m.OCI.Start(p.ID, "", spec, oci.Stdio{})
-	if err != nil {
-		return 0, err
-	}
-	// This process is the pause's parent until it exits: reap the pause if
-	// it dies first (a long-lived caller such as bench would collect zombies).
-	go pause.Wait()
-	return pause.Pid, nil
 }
 
 // podPins are the pod's namespaces to pin besides its netns, by kind.

@@ -119,12 +119,15 @@ func (p *Process) Wait() (int, error) {
 
 // Run creates and starts a container from spec (whose Root.Path must be
 // absolute) and returns the pid of its init on the host. On error nothing is
-// left behind: no cgroup, no libcontainer state, no process.
+// left behind: no cgroup, no libcontainer state, no process. This process
+// is the init's parent until it exits and reaps the init if it dies first:
+// a long-lived caller (bench, a shim) would otherwise collect zombies.
 func (r *Runtime) Run(id string, spec *specs.Spec, stdio Stdio) (pid int, retErr error) {
 	p, err := r.Start(id, "", spec, stdio)
 	if err != nil {
 		return 0, err
 	}
+	go p.Wait()
 	return p.Pid, nil
 }
 

@@ -177,22 +177,20 @@ func (s *Shim) Serve(control io.Reader, status *os.File) error {
 	return s.Run(podID, out, pre)
 }
 
-// startPause starts the pod's pause. This process stays its parent until
-// it exits and reaps it if it dies first; after that, the pause is
+// startPause starts the pod's pause. Once this shim exits, the pause is
 // reparented like any daemon's child.
 func (s *Shim) startPause(req Pause) *PauseReply {
 	if req.Spec == nil {
 		return &PauseReply{Error: "pause request without a spec"}
 	}
-	p, err := s.OCI.Start(req.ID, "", req.Spec, oci.Stdio{})
+	pid, err := s.OCI.Run(req.ID, req.Spec, oci.Stdio{})
 	if err != nil {
 		return &PauseReply{Error: err.Error()}
 	}
-	go p.Wait()
 	if err := failpoint.Hit("shim-after-pause"); err != nil {
 		return &PauseReply{Error: err.Error()} // the pause is left to podlab's rollback
 	}
-	return &PauseReply{PID: p.Pid}
+	return &PauseReply{PID: pid}
 }
 
 // seal is the sealing decisions seen so far (none without a watch).
