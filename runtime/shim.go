@@ -92,7 +92,7 @@ func (s *shimProcess) hand(podID string, create *state.Container) error {
 // that the pause's init re-executes the shim's small binary rather than
 // podlab's, and returns the pause's pid. It is the pod's sandbox.PauseStarter.
 func (s *shimProcess) startPause(p *state.Pod, spec *specs.Spec) (int, error) {
-	if err := s.send(shim.Request{Pod: p.ID, Pause: &shim.Pause{ID: p.ID, Spec: spec}}); err != nil {
+	if err := s.send(shim.Request{Pod: p.ID, Pause: spec}); err != nil {
 		return 0, fmt.Errorf("asking the shim to start the pause: %w", err)
 	}
 	var rep shim.PauseReply

@@ -100,24 +100,18 @@ type AbsSpan struct {
 
 // Request is one message on the control pipe (fd 4) of a shim started
 // ahead of its pod, one JSON object per line. The first names the pod;
-// requests may ask to start the pod's pause (Pause: its container id and
-// spec; answered by a PauseReply on the status pipe) and hand over its
-// first container to create at once (`runc create`), while podlab
-// finishes the sandbox; the last says to start the pod's containers, as
-// recorded by then. A pipe that closes before Start means podlab gave up
-// on the pod: the shim destroys the container it created and exits. The
-// pause, part of the sandbox, is left to podlab's rollback.
+// requests may ask to start the pod's pause (Pause: its spec; its
+// container id is the pod's; answered by a PauseReply on the status pipe)
+// and hand over its first container to create at once (`runc create`),
+// while podlab finishes the sandbox; the last says to start the pod's
+// containers, as recorded by then. A pipe that closes before Start means
+// podlab gave up on the pod: the shim destroys the container it created
+// and exits. The pause, part of the sandbox, is left to podlab's rollback.
 type Request struct {
 	Pod    string           `json:"pod,omitempty"`
-	Pause  *Pause           `json:"pause,omitempty"`
+	Pause  *specs.Spec      `json:"pause,omitempty"`
 	Create *state.Container `json:"create,omitempty"`
 	Start  bool             `json:"start,omitempty"`
-}
-
-// Pause is the pod's pause container to start.
-type Pause struct {
-	ID   string      `json:"id"`
-	Spec *specs.Spec `json:"spec"`
 }
 
 // Serve follows the control pipe's requests and runs the pod they name,
@@ -158,7 +152,7 @@ func (s *Shim) Serve(control io.Reader, status *os.File) error {
 			pause.Add(1)
 			go func() {
 				defer pause.Done()
-				out.write(s.startPause(*req.Pause))
+				out.write(s.startPause(podID, req.Pause))
 			}()
 		}
 		if req.Create != nil && pre == nil && preErr == nil {
@@ -179,11 +173,8 @@ func (s *Shim) Serve(control io.Reader, status *os.File) error {
 
 // startPause starts the pod's pause. Once this shim exits, the pause is
 // reparented like any daemon's child.
-func (s *Shim) startPause(req Pause) *PauseReply {
-	if req.Spec == nil {
-		return &PauseReply{Error: "pause request without a spec"}
-	}
-	pid, err := s.OCI.Run(req.ID, req.Spec, oci.Stdio{})
+func (s *Shim) startPause(podID string, spec *specs.Spec) *PauseReply {
+	pid, err := s.OCI.Run(podID, spec, oci.Stdio{})
 	if err != nil {
 		return &PauseReply{Error: err.Error()}
 	}
