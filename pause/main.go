@@ -1,6 +1,8 @@
 // Command pause holds a pod's namespaces: Kubernetes' build/pause/linux/pause.c
 // in Go. It sleeps, reaps zombies on SIGCHLD (as PID 1 of the pod's PID
-// namespace it inherits every orphan) and exits 0 on SIGINT/SIGTERM.
+// namespace it inherits every orphan) and exits 0 on SIGINT/SIGTERM. Unlike
+// pause.c it also wakes every 10 s, to keep the Go runtime's code out of its
+// resident set (see armSettle).
 package main
 
 import (
@@ -19,6 +21,11 @@ var msgINT = "Shutting down, got signal: Interrupt\n"
 
 //lint:ignore U1000 used from assembly
 var msgTERM = "Shutting down, got signal: Terminated\n"
+
+// sigSettle is the real-time signal of pause's own timer (see armSettle),
+// one no runtime or init system uses. Not SIGRTMAX: qemu-user, which runs
+// other architectures' pause in CI and on laptops, keeps that for itself.
+const sigSettle = syscall.Signal(62)
 
 func main() {
 	// As pause.c: "-v" in any position and any case prints the version;
@@ -62,7 +69,9 @@ func defaultOthers() {
 			// Faults become panics or crash reports, SIGURG preempts
 			// goroutines, 33 runs the runtime's per-thread syscalls.
 			syscall.SIGILL, syscall.SIGTRAP, syscall.SIGBUS, syscall.SIGFPE,
-			syscall.SIGSEGV, syscall.SIGSYS, syscall.SIGURG, 33:
+			syscall.SIGSEGV, syscall.SIGSYS, syscall.SIGURG, 33,
+			sigSettle: // pause's own timer
+
 			continue
 		}
 		syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)

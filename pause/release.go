@@ -9,12 +9,14 @@ import (
 
 // release unmaps the pages of the pause binary that start-up faulted in:
 // the runtime's start reads all of its read-only data (the function tables
-// it verifies) and code that a process sleeping in pause(2) never runs
-// again. They stay in the page cache, shared by every pod's pause; dropping
-// this process's mappings of them (MADV_DONTNEED on the read-only, file-
-// backed segments, which refault from the cache if touched) takes them out
-// of its resident set, as they were never part of its real cost. Writable
-// segments are left alone: for them DONTNEED would discard data.
+// it verifies) and code that a sleeping pause never runs again. They stay
+// in the page cache, shared by every pod's pause; dropping this process's
+// mappings of them (MADV_DONTNEED on the read-only, file-backed segments,
+// which refault from the cache if touched) takes them out of its resident
+// set, as they were never part of its real cost. Writable segments are
+// left alone: for them DONTNEED would discard data. Where signals are
+// caught in assembly, onSettle drops the same spans again once the runtime
+// is idle (see armSettle).
 func release() {
 	auxv, err := unix.Auxv()
 	if err != nil {
@@ -33,6 +35,7 @@ func release() {
 		return
 	}
 	page := uintptr(syscall.Getpagesize())
+	n := 0
 	// The headers are in the process image, outside the Go heap.
 	progs := unsafe.Slice(*(**elfProg)(unsafe.Pointer(&phdr)), phnum)
 	for _, p := range progs {
@@ -42,8 +45,18 @@ func release() {
 		start := uintptr(p.vaddr) &^ (page - 1)
 		end := (uintptr(p.vaddr+p.filesz) + page - 1) &^ (page - 1)
 		syscall.Syscall(syscall.SYS_MADVISE, start, end-start, syscall.MADV_DONTNEED)
+		if n < len(readOnly) {
+			readOnly[n] = span{start, end - start}
+			n++
+		}
 	}
 }
+
+// readOnly is what release dropped, for onSettle: at most four spans, as
+// the assembly walks a fixed array (Go's linker writes two).
+var readOnly [4]span
+
+type span struct{ start, length uintptr }
 
 // The ELF auxiliary vector and program header (Elf64_Phdr) entries used.
 // Not debug/elf's: importing it would run its dependencies' package init

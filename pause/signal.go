@@ -11,10 +11,11 @@ import (
 
 // Signals are caught by handlers in assembly (signal_$GOARCH.s), as pause.c
 // catches them, not through os/signal: that would keep a goroutine, its
-// thread and the runtime's signal forwarding resident in every pod for three
-// signals whose handling is a write, an exit and a wait4 loop. The handlers
-// touch no Go state, so they are safe on any thread, and run on the
-// runtime's per-thread signal stack (SA_ONSTACK).
+// thread and the runtime's signal forwarding resident in every pod for
+// signals whose handling is a write and an exit, a wait4 loop, and two
+// madvise calls. The handlers touch no Go state (onSettle reads readOnly,
+// set before its timer is armed), so they are safe on any thread, and run
+// on the runtime's per-thread signal stack (SA_ONSTACK).
 
 // Handlers, never called from Go; handlerPCs gives their addresses.
 //
@@ -25,9 +26,12 @@ func onShutdown()
 func onChild()
 
 //lint:ignore U1000 used from assembly
+func onSettle()
+
+//lint:ignore U1000 used from assembly
 func restore()
 
-func handlerPCs() (shutdown, child, restorer uintptr)
+func handlerPCs() (shutdown, child, settle, restorer uintptr)
 
 // sigaction is the kernel's struct sigaction on amd64 and arm64.
 type sigaction struct {
@@ -43,7 +47,7 @@ const (
 )
 
 func catch() {
-	shutdown, child, restorer := handlerPCs()
+	shutdown, child, settle, restorer := handlerPCs()
 	for _, h := range []struct {
 		sig     syscall.Signal
 		handler uintptr
@@ -52,6 +56,7 @@ func catch() {
 		{syscall.SIGINT, shutdown, 0},
 		{syscall.SIGTERM, shutdown, 0},
 		{syscall.SIGCHLD, child, saNoCldStop}, // as pause.c: not for stopped children
+		{sigSettle, settle, 0},
 	} {
 		sa := sigaction{handler: h.handler, flags: h.flags | saOnStack | saRestart | saRestorer, restorer: restorer}
 		if _, _, errno := syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(h.sig), uintptr(unsafe.Pointer(&sa)), 0, 8, 0, 0); errno != 0 {
@@ -60,9 +65,59 @@ func catch() {
 	}
 }
 
-// sleep waits for signals; the handlers do the rest.
+// sleep waits for signals; the handlers do the rest. It waits in futex(2)
+// on a word nobody wakes, not in pause(2): a futex wait is restarted after
+// an SA_RESTART handler where pause returns EINTR, so a signal never brings
+// the thread back into the Go runtime, whose scheduler code would fault
+// back in what release dropped.
 func sleep() {
+	armSettle()
 	for {
-		unix.Pause()
+		syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(&never)), futexWaitPrivate, 0, 0, 0, 0)
 	}
 }
+
+var never uint32
+
+const futexWaitPrivate = 128 // FUTEX_WAIT | FUTEX_PRIVATE_FLAG
+
+// The settle timer: first when the runtime has gone idle (about 1 ms after
+// main blocks here; the rest is room for a busy node), then every 10 s.
+// The runtime's monitor thread wakes once a minute even in an idle process
+// and faults about 400 kB of the scheduler's code back in; the period
+// bounds how long that stays mapped, at one wakeup per 10 s.
+const (
+	settleFirst  = 20e6 // ns
+	settlePeriod = 10   // s
+)
+
+// armSettle has the kernel send sigSettle to this thread on the settle
+// timer, for onSettle to drop the read-only segments again. release runs
+// while the runtime is still busy: when main blocks, sysmon hands its P to
+// a new thread, which looks for work and parks, and that scheduler code
+// faults most of the text back in, 64 kB at a time (the kernel maps the
+// cached neighbours of a faulting file page too). Dropped once idle, only
+// what a signal runs comes back: a handler and the futex call the kernel
+// restarts. If the timer cannot be made, pause works the same, only
+// bigger.
+func armSettle() {
+	ev := sigevent{signo: int32(sigSettle), notify: sigevThreadID, tid: int32(syscall.Gettid())}
+	var timer int32
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_TIMER_CREATE, unix.CLOCK_MONOTONIC, uintptr(unsafe.Pointer(&ev)), uintptr(unsafe.Pointer(&timer))); errno != 0 {
+		return
+	}
+	when := unix.ItimerSpec{Value: unix.Timespec{Nsec: settleFirst}, Interval: unix.Timespec{Sec: settlePeriod}}
+	syscall.RawSyscall6(syscall.SYS_TIMER_SETTIME, uintptr(timer), 0, uintptr(unsafe.Pointer(&when)), 0, 0, 0)
+}
+
+// sigevent is the kernel's struct sigevent (64 bytes) with the thread id
+// SIGEV_THREAD_ID reads.
+type sigevent struct {
+	value  uintptr
+	signo  int32
+	notify int32
+	tid    int32
+	_      [44]byte
+}
+
+const sigevThreadID = 4

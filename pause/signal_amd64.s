@@ -35,17 +35,37 @@ again:
 	JGT	again
 	RET
 
+// onSettle drops the read-only segments again (see release).
+TEXT ·onSettle(SB),NOSPLIT|NOFRAME,$0-0
+	LEAQ	·readOnly(SB), BX
+	MOVQ	$4, R12
+loop:
+	MOVQ	0(BX), DI
+	MOVQ	8(BX), SI
+	CMPQ	SI, $0
+	JEQ	next
+	MOVQ	$4, DX	// MADV_DONTNEED
+	MOVQ	$28, AX	// madvise
+	SYSCALL
+next:
+	ADDQ	$16, BX
+	DECQ	R12
+	JNZ	loop
+	RET
+
 TEXT ·restore(SB),NOSPLIT|NOFRAME,$0-0
 	MOVQ	$15, AX	// rt_sigreturn
 	SYSCALL
 	INT	$3
 
-// func handlerPCs() (shutdown, child, restorer uintptr)
-TEXT ·handlerPCs(SB),NOSPLIT,$0-24
+// func handlerPCs() (shutdown, child, settle, restorer uintptr)
+TEXT ·handlerPCs(SB),NOSPLIT,$0-32
 	LEAQ	·onShutdown(SB), AX
 	MOVQ	AX, shutdown+0(FP)
 	LEAQ	·onChild(SB), AX
 	MOVQ	AX, child+8(FP)
+	LEAQ	·onSettle(SB), AX
+	MOVQ	AX, settle+16(FP)
 	LEAQ	·restore(SB), AX
-	MOVQ	AX, restorer+16(FP)
+	MOVQ	AX, restorer+24(FP)
 	RET

@@ -35,17 +35,36 @@ again:
 	BGT	again
 	RET
 
+// onSettle drops the read-only segments again (see release).
+TEXT ·onSettle(SB),NOSPLIT|NOFRAME,$0-0
+	MOVD	$·readOnly(SB), R9
+	MOVD	$4, R10
+loop:
+	MOVD	0(R9), R0
+	MOVD	8(R9), R1
+	CBZ	R1, next
+	MOVD	$4, R2	// MADV_DONTNEED
+	MOVD	$233, R8	// madvise
+	SVC
+next:
+	ADD	$16, R9
+	SUB	$1, R10
+	CBNZ	R10, loop
+	RET
+
 TEXT ·restore(SB),NOSPLIT|NOFRAME,$0-0
 	MOVD	$139, R8	// rt_sigreturn
 	SVC
 	BRK
 
-// func handlerPCs() (shutdown, child, restorer uintptr)
-TEXT ·handlerPCs(SB),NOSPLIT,$0-24
+// func handlerPCs() (shutdown, child, settle, restorer uintptr)
+TEXT ·handlerPCs(SB),NOSPLIT,$0-32
 	MOVD	$·onShutdown(SB), R0
 	MOVD	R0, shutdown+0(FP)
 	MOVD	$·onChild(SB), R0
 	MOVD	R0, child+8(FP)
+	MOVD	$·onSettle(SB), R0
+	MOVD	R0, settle+16(FP)
 	MOVD	$·restore(SB), R0
-	MOVD	R0, restorer+16(FP)
+	MOVD	R0, restorer+24(FP)
 	RET
