@@ -390,51 +390,69 @@ func PauseAlive(p *state.Pod) bool { return proc.Alive(p.PausePID, p.PauseStart)
 // netns is already gone) and netns removal. Idempotent. The caller holds the
 // pod's lock and has stopped the pod's containers.
 func (m *Manager) Stop(ctx context.Context, p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
-	var errs []error
+	if err := m.stopPause(p, grace, rec); err != nil {
+		return err
+	}
+	if err := m.detach(ctx, p, rec); err != nil {
+		return err
+	}
+	return m.markStopped(p)
+}
+
+// stopPause stops the pause and removes the pod's pinned namespaces.
+func (m *Manager) stopPause(p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
 	end := rec.Start("stop pause")
 	err := m.OCI.Stop(p.ID, grace)
 	end(err)
-	errs = append(errs, err, failpoint.Hit("teardown-after-pause-stop"))
+	errs := []error{err, failpoint.Hit("teardown-after-pause-stop")}
 	if len(podPins(p)) > 0 {
 		end = rec.Start("pod ns remove")
 		err = removePins(p)
 		end(err)
 		errs = append(errs, err)
 	}
+	return errors.Join(errs...)
+}
 
-	if p.NetNS != "" {
-		detach := func() error {
-			end := rec.Start("cni teardown")
-			err := m.cni.detach(ctx, rec, "cni teardown", m.nets, p)
-			end(nil)
-			return err
-		}
-		removeNetNS := func() error {
-			end := rec.Start("netns remove")
-			err := netns.Remove(p.NetNS)
-			end(err)
-			return err
-		}
-		if m.netnsFirst {
-			// Every plugin cleans up without the netns: unmount it and let
-			// the kernel destroy the pod's interfaces once its last process
-			// is gone, then DEL releases the addresses.
-			errs = append(errs, removeNetNS())
-			if err := failpoint.Hit("teardown-after-netns"); err != nil {
-				return err
-			}
-			errs = append(errs, detach(), failpoint.Hit("teardown-after-cni"))
-		} else {
-			errs = append(errs, detach())
-			if err := failpoint.Hit("teardown-after-cni"); err != nil {
-				return err
-			}
-			errs = append(errs, removeNetNS(), failpoint.Hit("teardown-after-netns"))
-		}
+// detach runs CNI DEL and removes the netns, in the order the plugins need.
+func (m *Manager) detach(ctx context.Context, p *state.Pod, rec *trace.Recorder) error {
+	if p.NetNS == "" {
+		return nil
 	}
-	if err := errors.Join(errs...); err != nil {
+	cniDel := func() error {
+		end := rec.Start("cni teardown")
+		err := m.cni.detach(ctx, rec, "cni teardown", m.nets, p)
+		end(nil)
 		return err
 	}
+	removeNetNS := func() error {
+		end := rec.Start("netns remove")
+		err := netns.Remove(p.NetNS)
+		end(err)
+		return err
+	}
+	var errs []error
+	if m.netnsFirst {
+		// Every plugin cleans up without the netns: unmount it and let
+		// the kernel destroy the pod's interfaces once its last process
+		// is gone, then DEL releases the addresses.
+		errs = append(errs, removeNetNS())
+		if err := failpoint.Hit("teardown-after-netns"); err != nil {
+			return err
+		}
+		errs = append(errs, cniDel(), failpoint.Hit("teardown-after-cni"))
+	} else {
+		errs = append(errs, cniDel())
+		if err := failpoint.Hit("teardown-after-cni"); err != nil {
+			return err
+		}
+		errs = append(errs, removeNetNS(), failpoint.Hit("teardown-after-netns"))
+	}
+	return errors.Join(errs...)
+}
+
+// markStopped records a stopped pod, unless it is being removed.
+func (m *Manager) markStopped(p *state.Pod) error {
 	if p.State != state.PodStopped && p.State != state.PodRemoving {
 		p.State = state.PodStopped
 		return m.Store.Save(p)
@@ -456,16 +474,29 @@ func (m *Manager) Remove(ctx context.Context, p *state.Pod, grace time.Duration,
 // container (its cgroup, its libcontainer state): all of Remove that does
 // not wait for the pod's containers to be deleted. Idempotent.
 func (m *Manager) Release(ctx context.Context, p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
-	if err := m.Stop(ctx, p, grace, rec); err != nil {
+	if err := m.stopPause(p, grace, rec); err != nil {
 		return fmt.Errorf("stopping pod %s: %w", p.Key(), err)
 	}
-	end := rec.Start("delete pause")
-	err := m.OCI.Delete(p.ID)
-	end(err)
+	// With the pause stopped, deleting its container needs nothing from
+	// the network's teardown (CNI DEL works from the cached result): run
+	// it beside CNI DEL, the longest step.
+	deleted := make(chan error, 1)
+	go func() {
+		end := rec.Start("delete pause")
+		err := m.OCI.Delete(p.ID)
+		end(err)
+		if err == nil {
+			err = failpoint.Hit("teardown-after-pause-delete")
+		}
+		deleted <- err
+	}()
+	err := m.detach(ctx, p, rec)
 	if err != nil {
-		return err
+		err = fmt.Errorf("stopping pod %s: %w", p.Key(), err)
+	} else {
+		err = m.markStopped(p)
 	}
-	return failpoint.Hit("teardown-after-pause-delete")
+	return errors.Join(err, <-deleted)
 }
 
 // Delete removes what is left of a sandbox once its pause and containers
