@@ -32,14 +32,15 @@ func ValidateName(name string) error {
 	return nil
 }
 
-// New creates a network namespace pinned at dir/name. It fails if the file
+// New creates a network namespace pinned at dir/name, running setup (nil:
+// nothing) inside it first, e.g. setting lo up. It fails if the file
 // exists. On failure nothing is left behind.
-func New(dir, name string) (*NetNS, error) {
+func New(dir, name string, setup func() error) (*NetNS, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
 	path := filepath.Join(dir, name)
-	if err := Pin(map[int]string{unix.CLONE_NEWNET: path}, nil); err != nil {
+	if err := Pin(map[int]string{unix.CLONE_NEWNET: path}, setup); err != nil {
 		return nil, err
 	}
 	return &NetNS{Path: path}, nil

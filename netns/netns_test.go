@@ -35,7 +35,7 @@ func TestNewRemove(t *testing.T) {
 	t.Cleanup(func() { testutil.LeakCheck(t) })
 	dir := filepath.Join(t.TempDir(), "netns")
 
-	ns, err := New(dir, "podlab-test")
+	ns, err := New(dir, "podlab-test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestNewRemove(t *testing.T) {
 	if inode(t, ns.Path) == inode(t, "/proc/self/ns/net") {
 		t.Fatal("new namespace is the host's")
 	}
-	if _, err := New(dir, "podlab-test"); err == nil {
+	if _, err := New(dir, "podlab-test", nil); err == nil {
 		t.Fatal("second New with the same name succeeded")
 	}
 	// A fresh namespace holds only lo, down.
@@ -84,7 +84,7 @@ func TestDirIsShared(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Cleanup(func() { testutil.LeakCheck(t) })
 	dir := filepath.Join(t.TempDir(), "netns")
-	ns, err := New(dir, "shared-check")
+	ns, err := New(dir, "shared-check", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestDirIsShared(t *testing.T) {
 func TestNewFailureLeavesNothing(t *testing.T) {
 	testutil.RequireRoot(t)
 	dir := t.TempDir()
-	if _, err := New(dir, "../escape"); err == nil {
+	if _, err := New(dir, "../escape", nil); err == nil {
 		t.Fatal("New accepted a name with ..")
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), "escape")); !os.IsNotExist(err) {

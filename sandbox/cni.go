@@ -16,6 +16,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
+	"github.com/vishvananda/netlink"
 
 	"github.com/podlab/podlab/internal/config"
 	"github.com/podlab/podlab/internal/failpoint"
@@ -27,6 +28,21 @@ import (
 // containerd's WithLoNetwork does.
 const loopbackConflist = `{"cniVersion": "1.1.0", "name": "cni-loopback", "plugins": [{"type": "loopback"}]}`
 
+// upLoopback sets lo up in the current thread's network namespace: what
+// the CNI loopback plugin does, done in-process when the netns is made, as
+// CRI-O does and containerd's bringUpLoopback with use_internal_loopback.
+// A new netns has lo, down, and nothing to undo: it goes with the netns.
+func upLoopback() error {
+	lo, err := netlink.LinkByName("lo")
+	if err == nil {
+		err = netlink.LinkSetUp(lo)
+	}
+	if err != nil {
+		return fmt.Errorf("setting lo up: %w", err)
+	}
+	return nil
+}
+
 // network is one CNI network attached to the pod, and the interface it uses.
 type network struct {
 	list   *libcni.NetworkConfigList
@@ -36,7 +52,7 @@ type network struct {
 // loadNetworks returns the pod's networks in attach order.
 func loadNetworks(c config.CNI) ([]network, error) {
 	var nets []network
-	if c.Loopback {
+	if c.Loopback && !c.InternalLoopback {
 		lo, err := libcni.ConfListFromBytes([]byte(loopbackConflist))
 		if err != nil {
 			return nil, err

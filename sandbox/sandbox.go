@@ -159,7 +159,11 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 	if !spec.HostNetwork {
 		undo.Add("removing netns", func() error { return netns.Remove(p.NetNS) })
 		end = rec.Start("netns")
-		_, err = netns.New(m.Config.NetNSDir, filepath.Base(p.NetNS))
+		var setup func() error
+		if m.Config.CNI.Loopback && m.Config.CNI.InternalLoopback {
+			setup = upLoopback
+		}
+		_, err = netns.New(m.Config.NetNSDir, filepath.Base(p.NetNS), setup)
 		end(err)
 		if err != nil {
 			return nil, fmt.Errorf("netns stage: %w", err)

@@ -95,11 +95,29 @@ func setup(t *testing.T) {
 	t.Cleanup(func() { testutil.LeakCheck(t) })
 }
 
+// TestPodNetwork checks the pod's interfaces, with lo set up both ways
+// (in-process, and by the CNI loopback plugin) and left down when asked.
 func TestPodNetwork(t *testing.T) {
 	setup(t)
-	m := newTestManager(t, nil)
-	p := runPod(t, m, simplePod("net-check"))
+	for _, tc := range []struct {
+		name               string
+		loopback, internal bool
+	}{
+		{"internal loopback", true, true},
+		{"loopback plugin", true, false},
+		{"no loopback", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newTestManager(t, func(c *config.Config) {
+				c.CNI.Loopback, c.CNI.InternalLoopback = tc.loopback, tc.internal
+			})
+			checkPodNetwork(t, runPod(t, m, simplePod("net-check")), tc.loopback)
+		})
+	}
+}
 
+func checkPodNetwork(t *testing.T, p *state.Pod, loUp bool) {
+	t.Helper()
 	if p.NetNS != "/var/run/netns/default_net-check" || !IsMountedNetNS(p.NetNS) {
 		t.Fatalf("netns %q not mounted", p.NetNS)
 	}
@@ -111,8 +129,8 @@ func TestPodNetwork(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if lo.Attrs().Flags&net.FlagUp == 0 {
-			t.Error("lo is down")
+		if up := lo.Attrs().Flags&net.FlagUp != 0; up != loUp {
+			t.Errorf("lo up: %v, want %v", up, loUp)
 		}
 		eth0, err := netlink.LinkByName("eth0")
 		if err != nil {
@@ -409,7 +427,7 @@ func TestFailedRunLeavesNothing(t *testing.T) {
 		}, "podlab test plugin refuses ADD"},
 		{"bin dir missing the plugin", func(c *config.Config) {
 			c.CNI.BinDirs = []string{t.TempDir()}
-		}, `failed to find plugin "loopback"`},
+		}, `failed to find plugin "bridge"`},
 		{"missing pause binary", func(c *config.Config) {
 			c.PauseBinary = "/nonexistent/podlab-pause"
 		}, "pauseBinary"},

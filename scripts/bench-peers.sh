@@ -630,7 +630,7 @@ machine_md > "$OUT/machine.md"
 echo "- Load average (1/5/15 min) before the rounds: $LOAD_BEFORE; after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/machine.md"
 {
   echo "- podlab: $("$PODLAB" --version 2>/dev/null | awk '{ print $NF }') (libcontainer $(awk '$1 == "github.com/opencontainers/runc" { print $2 }' go.mod), libcni $CNI_VERSION, $(${GO:-go} version "$PODLAB" 2>/dev/null | awk '{ print $2 }' || true))"
-  echo "- CNI plugins: $(awk '$1 == "github.com/containernetworking/plugins" { print $2 }' go.mod) from $CNI_BIN ($(printf '%s\n' "$CONFLIST" | awk -F'"' '/"type"/ { printf "%s%s", s, $4; s = " + " }'), + loopback for podlab); cnitool $CNI_VERSION"
+  echo "- CNI plugins: $(awk '$1 == "github.com/containernetworking/plugins" { print $2 }' go.mod) from $CNI_BIN ($(printf '%s\n' "$CONFLIST" | awk -F'"' '/"type"/ { printf "%s%s", s, $4; s = " + " }')); cnitool $CNI_VERSION"
   have runc && echo "- runc: $(runc --version | awk 'NR == 1 { print $3 }') (system, /usr/sbin/runc; used by runc, scripted, ctr and podman)"
   have containerd && echo "- containerd: $(containerd --version | awk '{ print $3 }'), ctr $(ctr --version | awk '{ print $3 }')"
   have podman && echo "- podman: $(podman --version | awk '{ print $3 }'), conmon $(conmon --version 2>/dev/null | awk 'NR == 1 { print $3 }'), catatonit $(catatonit --version 2>&1 | awk '{ print $3 }')$(pm info --format ' (network backend {{.Host.NetworkBackend}}, storage {{.Store.GraphDriverName}})' 2>/dev/null || true)"

@@ -134,9 +134,9 @@ podlab with its own `--config` and image store):
 
 - **podlab**: `podlab run -q -f pod.yaml` (below) until the container's
   process has exited (its pid from the pod's state record, polled every
-  0.2 ms); then `podlab rm -f --stages`. The sandbox is netns → CNI
-  (loopback, then podlab's default bridge + host-local conflist) → pod
-  cgroup → pause; the container gets podlab's default CA-bundle injection
+  0.2 ms); then `podlab rm -f --stages`. The sandbox is netns (lo set up
+  in it, as CRI-O does) → CNI (podlab's default bridge + host-local
+  conflist) → pod cgroup → pause; the container gets podlab's default CA-bundle injection
   and its env.
 - **podman**: `podman pod create --name P` (infra from podman's locally
   built pause image, catatonit), `podman run --pod P --rootfs DIR true`
@@ -147,7 +147,7 @@ podlab with its own `--config` and image store):
   conflist and plugins (`CNI_PATH` = podlab's CNI bin dir; cnitool built
   from the libcni version podlab pins), `runc run` of a bundle whose network
   namespace is `/var/run/netns/X`; teardown `cnitool del` + `ip netns del`.
-  It has no pause, no cgroup of its own, no injection, no loopback network.
+  It has no pause, no cgroup of its own, no injection, and lo stays down.
 - **ctr**: `ctr run --rm --rootfs --with-ns network:/var/run/netns/X DIR ID
   /bin/true` into a netns made once before the rounds (no CNI).
 - **runc**: `runc run` of a bundle from `runc spec` (rootfs DIR, args
@@ -211,8 +211,8 @@ EOF
   cat <<'EOF'
 - The scripted floor and the network-only rows use podlab's exact conflist
   (bridge + host-local on podlab0, the same network name, so they share
-  host-local's lease store with podlab); podlab additionally runs the
-  loopback plugin, starts a pause and creates cgroups.
+  host-local's lease store with podlab); podlab additionally sets lo up,
+  starts a pause and creates cgroups.
 - podman uses its own default network (CNI backend, Debian's
   containernetworking-plugins, bridge `cni-podman0`), not podlab's plugins.
 - Command rows include the command's own process start (a few ms for the

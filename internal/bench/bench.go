@@ -651,15 +651,15 @@ func liveCurve(rounds []Round, c int) []Point {
 
 // ExpectedStages lists the stages every successful cycle of a pod with
 // these app containers reports under podlab's default CNI configuration
-// (loopback network, then bridge + host-local). The tests hold the
+// (lo set up in-process, then bridge + host-local). The tests hold the
 // runtime's span names to it.
 func ExpectedStages(containers []string) []string {
-	s := []string{"parse", StageLock, "plan", "state", "netns", "cni", "cni loopback ADD", "cni bridge ADD", "pod ns", "cgroup", "pause", "volumes", "pod files", "pod hosts"}
+	s := []string{"parse", StageLock, "plan", "state", "netns", "cni", "cni bridge ADD", "pod ns", "cgroup", "pause", "volumes", "pod files", "pod hosts"}
 	for _, c := range containers {
 		s = append(s, "ctr "+c+" rootfs", "ctr "+c+" config", "ctr "+c+" create", "ctr "+c+" start")
 	}
 	s = append(s, "shim", StageOtherRun, StageWaitExit,
-		"remove containers", "remove volumes", "stop pause", "pod ns remove", "cni teardown", "cni bridge DEL", "cni loopback DEL",
+		"remove containers", "remove volumes", "stop pause", "pod ns remove", "cni teardown", "cni bridge DEL",
 		"netns remove", "delete pause", "cgroup remove", "state remove", StageOtherTeardown,
 		StageReady, StageFirstExit, StageTeardown, StageCycle)
 	return s

@@ -22,9 +22,8 @@ func fakeCycle(i int, k float64) Cycle {
 	}
 	run = append(run, seq("parse", "", 0.3), seq(StageLock, "", 0.02), seq("plan", "", 0.1), seq("state", "", 0.2), seq("netns", "", 2))
 	cniStart := at
-	lo := seq("cni loopback ADD", "cni", 3)
 	br := seq("cni bridge ADD", "cni", 12)
-	run = append(run, trace.Span{Name: "cni", Start: cniStart, Dur: at - cniStart + d(0.1)}, lo, br)
+	run = append(run, trace.Span{Name: "cni", Start: cniStart, Dur: at - cniStart + d(0.1)}, br)
 	at += d(0.1)
 	run = append(run, seq("pod ns", "", 0.3), seq("cgroup", "", 1), seq("pause", "", 4), seq("volumes", "", 0.1), seq("pod files", "", 0.3),
 		seq("ctr app rootfs", "container app", 1.5), seq("ctr app config", "container app", 0.8),
@@ -42,8 +41,7 @@ func fakeCycle(i int, k float64) Cycle {
 	td = append(td, seq("remove containers", "", 3), seq("remove volumes", "", 0.2), seq("stop pause", "", 1), seq("pod ns remove", "", 0.3))
 	cniStart = at
 	bd := seq("cni bridge DEL", "cni teardown", 25)
-	ld := seq("cni loopback DEL", "cni teardown", 2)
-	td = append(td, trace.Span{Name: "cni teardown", Start: cniStart, Dur: at - cniStart}, bd, ld)
+	td = append(td, trace.Span{Name: "cni teardown", Start: cniStart, Dur: at - cniStart}, bd)
 	td = append(td, seq("netns remove", "", 3), seq("delete pause", "", 1), seq("cgroup remove", "", 1), seq("state remove", "", 0.5))
 	teardown := at + d(0.2)
 	trace.Sort(td)

@@ -82,7 +82,7 @@ func TestAggregate(t *testing.T) {
 	}
 	idx := func(n string) int { return slices.Index(names, n) }
 	for _, pair := range [][2]string{
-		{"parse", "netns"}, {"cni", "cni loopback ADD"}, {"cni loopback ADD", "cni bridge ADD"}, {"pause", "ctr app rootfs"},
+		{"parse", "netns"}, {"cni", "cni bridge ADD"}, {"pause", "ctr app rootfs"},
 		{"ctr app create", "shim"}, {"shim", "ctr app start"}, {StageOtherRun, StageWaitExit}, {StageWaitExit, "remove containers"},
 		{"cni teardown", "cni bridge DEL"}, {"state remove", StageOtherTeardown}, {StageOtherTeardown, StageReady},
 		{StageReady, StageFirstExit}, {StageTeardown, StageCycle},
@@ -101,7 +101,7 @@ func TestAggregate(t *testing.T) {
 	}
 	for n, want := range map[string]bool{
 		"cni": true, "cni bridge ADD": false, "shim": true, "ctr app start": false, "ctr app create": true,
-		"ctr app rootfs": true, "ctr app config": true, "cni teardown": true, "cni loopback DEL": false,
+		"ctr app rootfs": true, "ctr app config": true, "cni teardown": true, "cni bridge DEL": false,
 		StageOtherRun: true, StageWaitExit: true, StageCycle: false,
 	} {
 		if outer[n] != want {

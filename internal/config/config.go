@@ -47,11 +47,16 @@ type Config struct {
 
 // CNI configures the pod network.
 type CNI struct {
-	BinDirs              []string `json:"binDirs"`
-	ConfDir              string   `json:"confDir"`
-	Conflist             string   `json:"conflist"`
-	Loopback             bool     `json:"loopback"`
-	PluginTimeoutSeconds int      `json:"pluginTimeoutSeconds"`
+	BinDirs  []string `json:"binDirs"`
+	ConfDir  string   `json:"confDir"`
+	Conflist string   `json:"conflist"`
+	// Loopback brings up the pod's lo. InternalLoopback does it in podlab,
+	// when the netns is made, as CRI-O does and containerd with
+	// use_internal_loopback; without it the CNI loopback plugin runs as a
+	// network of its own (containerd's default, go-cni's WithLoNetwork).
+	Loopback             bool `json:"loopback"`
+	InternalLoopback     bool `json:"internalLoopback"`
+	PluginTimeoutSeconds int  `json:"pluginTimeoutSeconds"`
 	// Masquerade installs one MASQUERADE rule per pod subnet (traffic from
 	// the subnet to anywhere else), as Docker does for docker0 and
 	// Kubernetes' ip-masq-agent for the cluster CIDR, instead of the bridge

@@ -79,7 +79,7 @@ func TestBadInputs(t *testing.T) {
 		{"invalid CNI conflist", "cni:\n  conflist: '{\"cniVersion\": \"1.1.0\", \"name\": \"x\", \"plugins\": [}'\n", nil, "cni.conflist"},
 		{"conflist without plugins", "cni:\n  conflist: '{\"cniVersion\": \"1.1.0\", \"name\": \"x\", \"plugins\": []}'\n", nil, "cni.conflist"},
 		{"CNI plugin that hangs", "cni:\n  binDirs: [/opt/podlab/cni/bin, " + hang + "]\n  pluginTimeoutSeconds: 1\n  conflist: '{\"cniVersion\": \"1.1.0\", \"name\": \"hang\", \"plugins\": [{\"type\": \"podlab-hang\"}]}'\n", nil, "timed out after 1s"},
-		{"CNI bin dir without plugins", "cni:\n  binDirs: [" + dir + "]\n", nil, `failed to find plugin "loopback"`},
+		{"CNI bin dir without plugins", "cni:\n  binDirs: [" + dir + "]\n", nil, `failed to find plugin "bridge"`},
 		{"CA file not PEM", "", []string{"--ca-file", notPEM}, "not a PEM certificate"},
 		{"bad env policy", "envPolicy: newest-wins\n", nil, "envPolicy"},
 		{"relative state dir", "stateDir: run/podlab\n", nil, "stateDir"},

@@ -60,7 +60,7 @@ func podlabEnv(t *testing.T, env []string, stdin string, args ...string) result 
 }
 
 var runFailpoints = []string{
-	"after-state", "after-netns", "after-cni-loopback-ADD", "after-cni-bridge-ADD", "after-cni",
+	"after-state", "after-netns", "after-cni-bridge-ADD", "after-cni",
 	"after-cgroup", "shim-after-pause", "after-pause", "after-volumes", "after-ctr-init-rootfs", "after-ctr-init-config",
 	"after-ctr-app-rootfs", "after-ctr-app-config", "after-containers-recorded",
 	"shim-after-ctr-init-start", "shim-after-ctr-app-start", "after-shim",
@@ -68,7 +68,7 @@ var runFailpoints = []string{
 
 var teardownFailpoints = []string{
 	"teardown-after-containers", "teardown-after-volumes", "teardown-after-pause-stop",
-	"after-cni-bridge-DEL", "after-cni-loopback-DEL", "teardown-after-cni", "teardown-after-netns",
+	"after-cni-bridge-DEL", "teardown-after-cni", "teardown-after-netns",
 	"teardown-after-pause-delete", "teardown-after-cgroup",
 }
 
