@@ -81,33 +81,33 @@ var never uint32
 
 const futexWaitPrivate = 128 // FUTEX_WAIT | FUTEX_PRIVATE_FLAG
 
-// The settle timer: first when the runtime has gone idle (about 1 ms after
-// main blocks here; the rest is room for a busy node), then every 10 s.
-// The runtime's monitor thread wakes once a minute even in an idle process
-// and faults about 400 kB of the scheduler's code back in; the period
-// bounds how long that stays mapped, at one wakeup per 10 s.
-const (
-	settleFirst  = 20e6 // ns
-	settlePeriod = 10   // s
-)
+// When onSettle runs: 5 ms after main blocks here (the runtime is idle
+// about 1 ms after), again at 200 ms for a busy node where it took longer,
+// then every 10 s. The runtime's monitor thread wakes once a minute even
+// in an idle process and faults about 400 kB of the scheduler's code back
+// in; the period bounds how long that stays mapped, at one wakeup per 10 s.
+var settles = []unix.ItimerSpec{
+	{Value: unix.Timespec{Nsec: 5e6}, Interval: unix.Timespec{Sec: 10}},
+	{Value: unix.Timespec{Nsec: 200e6}},
+}
 
 // armSettle has the kernel send sigSettle to this thread on the settle
-// timer, for onSettle to drop the read-only segments again. release runs
+// timers, for onSettle to drop the read-only segments again. release runs
 // while the runtime is still busy: when main blocks, sysmon hands its P to
 // a new thread, which looks for work and parks, and that scheduler code
 // faults most of the text back in, 64 kB at a time (the kernel maps the
 // cached neighbours of a faulting file page too). Dropped once idle, only
 // what a signal runs comes back: a handler and the futex call the kernel
-// restarts. If the timer cannot be made, pause works the same, only
-// bigger.
+// restarts. If a timer cannot be made, pause works the same, only bigger.
 func armSettle() {
 	ev := sigevent{signo: int32(sigSettle), notify: sigevThreadID, tid: int32(syscall.Gettid())}
-	var timer int32
-	if _, _, errno := syscall.RawSyscall(syscall.SYS_TIMER_CREATE, unix.CLOCK_MONOTONIC, uintptr(unsafe.Pointer(&ev)), uintptr(unsafe.Pointer(&timer))); errno != 0 {
-		return
+	for i := range settles {
+		var timer int32
+		if _, _, errno := syscall.RawSyscall(syscall.SYS_TIMER_CREATE, unix.CLOCK_MONOTONIC, uintptr(unsafe.Pointer(&ev)), uintptr(unsafe.Pointer(&timer))); errno != 0 {
+			return
+		}
+		syscall.RawSyscall6(syscall.SYS_TIMER_SETTIME, uintptr(timer), 0, uintptr(unsafe.Pointer(&settles[i])), 0, 0, 0)
 	}
-	when := unix.ItimerSpec{Value: unix.Timespec{Nsec: settleFirst}, Interval: unix.Timespec{Sec: settlePeriod}}
-	syscall.RawSyscall6(syscall.SYS_TIMER_SETTIME, uintptr(timer), 0, uintptr(unsafe.Pointer(&when)), 0, 0, 0)
 }
 
 // sigevent is the kernel's struct sigevent (64 bytes) with the thread id
