@@ -170,8 +170,6 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 		return ctr, nil
 	}
 	prepare := func(p *state.Pod, undo *cleanup.List) error {
-		p.ShimPID = shim.cmd.Process.Pid
-		p.ShimStart, _ = proc.StartTime(p.ShimPID)
 		undo.Add("removing containers", func() error {
 			shim.release() // the shim destroys what it created, then exits
 			return r.removeContainers(p, trace.New())
@@ -195,7 +193,9 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 		}
 		return shim.hand(p.ID, ctr)
 	}
-	p, err := r.Sandbox.Create(ctx, mf, rec, prepare, shim.startPause)
+	shimPID := shim.cmd.Process.Pid
+	shimStart, _ := proc.StartTime(shimPID)
+	p, err := r.Sandbox.Create(ctx, mf, rec, prepare, &sandbox.Shim{PID: shimPID, Start: shimStart, StartPause: shim.startPause})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -505,6 +505,14 @@ func (r *Runtime) removePod(ctx context.Context, p *state.Pod, grace time.Durati
 	if err := errors.Join(errs...); err != nil {
 		// Delete what did stop; leave the sandbox for a later rm or gc.
 		return errors.Join(err, r.removeContainers(p, rec))
+	}
+	// A record without a pause is a pod left mid-start: its shim may
+	// still be starting the pause (a shim finishes a start it was asked
+	// for before it exits). Let it finish, or end it, before the sandbox
+	// looks for the pause to stop and delete; deleting it mid-create would
+	// leave a running pause without state.
+	if p.PausePID == 0 {
+		r.killShim(p)
 	}
 	// With every container stopped, their removal and the sandbox's
 	// teardown (pause stop, CNI DEL, netns removal, pause delete) need

@@ -90,7 +90,7 @@ func (s *shimProcess) hand(podID string, create *state.Container) error {
 
 // startPause has the shim start the pod's pause container from spec, so
 // that the pause's init re-executes the shim's small binary rather than
-// podlab's, and returns the pause's pid. It is the pod's sandbox.PauseStarter.
+// podlab's, and returns the pause's pid. It is the pod's sandbox.Shim.StartPause.
 func (s *shimProcess) startPause(p *state.Pod, spec *specs.Spec) (int, error) {
 	if err := s.send(shim.Request{Pod: p.ID, Pause: spec}); err != nil {
 		return 0, fmt.Errorf("asking the shim to start the pause: %w", err)

@@ -87,22 +87,30 @@ func (m *Manager) Run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 // what it makes on undo, which runs if the sandbox then fails.
 type Prepare func(p *state.Pod, undo *cleanup.List) error
 
-// PauseStarter starts the pod's pause container (its id is the pod's)
-// from spec and returns the pid of its init. Run starts it from this
-// process; a caller with a shim for the pod has the shim start it, as
-// containerd's sandbox controller does, so that the pause's init
-// re-executes the shim's small binary.
-type PauseStarter func(p *state.Pod, spec *specs.Spec) (pid int, err error)
+// Shim is a process of the caller's that starts the pod's pause, as
+// containerd's sandbox controller has the pod's shim start it, so that the
+// pause's init re-executes the shim's small binary. Run starts the pause
+// from this process instead.
+type Shim struct {
+	// PID and Start (its start time) name the process in the pod's
+	// record from the first write on: after a crash, gc waits for a shim
+	// that may still be starting the pause before it looks for it.
+	PID   int
+	Start uint64
+	// StartPause starts the pause container (its id is the pod's) from
+	// spec and returns the pid of its init.
+	StartPause func(p *state.Pod, spec *specs.Spec) (pid int, err error)
+}
 
 // Create is Run leaving the record Creating, for a caller that goes on to
 // create containers: a crash before that caller marks the pod Ready must
 // leave a record gc recognizes as unfinished. prepare, if set, runs beside
-// CNI ADD; startPause, if set, starts the pause.
-func (m *Manager) Create(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder, prepare Prepare, startPause PauseStarter) (*state.Pod, error) {
-	return m.run(ctx, mf, rec, false, prepare, startPause)
+// CNI ADD; shim, if set, starts the pause.
+func (m *Manager) Create(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder, prepare Prepare, shim *Shim) (*state.Pod, error) {
+	return m.run(ctx, mf, rec, false, prepare, shim)
 }
 
-func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder, ready bool, prepare Prepare, startPause PauseStarter) (pod *state.Pod, retErr error) {
+func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder, ready bool, prepare Prepare, shim *Shim) (pod *state.Pod, retErr error) {
 	spec := mf.Pod.Spec
 	p := &state.Pod{
 		ID:          state.NewID(),
@@ -120,6 +128,9 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 		TerminationGracePeriod: spec.TerminationGracePeriodSeconds,
 	}
 	p.CgroupPath = m.CgroupPath(p.ID)
+	if shim != nil {
+		p.ShimPID, p.ShimStart = shim.PID, shim.Start
+	}
 	nsName := NetNSName(p.Namespace, p.Name)
 	if !spec.HostNetwork {
 		p.NetNS = filepath.Join(m.Config.NetNSDir, nsName)
@@ -241,7 +252,7 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 	end = rec.Start("pause")
 	pause := inBackground(func() error {
 		var err error
-		pausePID, pauseStart, err = m.startPause(p, startPause)
+		pausePID, pauseStart, err = m.startPause(p, shim)
 		end(err)
 		if err != nil {
 			return fmt.Errorf("pause stage: %w", err)
@@ -302,9 +313,9 @@ func (b *background) wait() error {
 	return b.err
 }
 
-// startPause starts the pod's pause, with start if set, and returns its
-// pid and start time. It reads p only.
-func (m *Manager) startPause(p *state.Pod, start PauseStarter) (pid int, startTime uint64, err error) {
+// startPause starts the pod's pause, in shim if set, and returns its pid
+// and start time. It reads p only.
+func (m *Manager) startPause(p *state.Pod, shim *Shim) (pid int, startTime uint64, err error) {
 	bin, err := FindBinary(m.Config.PauseBinary, PauseBinaryName, "pauseBinary")
 	if err != nil {
 		return 0, 0, err
@@ -316,8 +327,9 @@ func (m *Manager) startPause(p *state.Pod, start PauseStarter) (pid int, startTi
 	spec := pauseSpec(rootfs, filepath.Join(p.CgroupPath, "pause"), pauseNamespaces{
 		NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, HostPID: p.HostPID,
 	})
-	if start == nil {
-		start = func(p *state.Pod, spec *specs.Spec) (int, error) { return m.OCI.Run(p.ID, spec, oci.Stdio{}) }
+	start := func(p *state.Pod, spec *specs.Spec) (int, error) { return m.OCI.Run(p.ID, spec, oci.Stdio{}) }
+	if shim != nil {
+		start = shim.StartPause
 	}
 	if pid, err = start(p, spec); err != nil {
 		return 0, 0, err
