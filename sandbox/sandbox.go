@@ -406,10 +406,8 @@ func PauseAlive(p *state.Pod) bool { return proc.Alive(p.PausePID, p.PauseStart)
 // netns is already gone) and netns removal. Idempotent. The caller holds the
 // pod's lock and has stopped the pod's containers.
 func (m *Manager) Stop(ctx context.Context, p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
-	if err := m.stopPause(p, grace, rec); err != nil {
-		return err
-	}
-	if err := m.detach(ctx, p, rec); err != nil {
+	// The network goes even if the pause did not stop.
+	if err := errors.Join(m.stopPause(p, grace, rec), m.detach(ctx, p, rec)); err != nil {
 		return err
 	}
 	return m.markStopped(p)
@@ -491,28 +489,28 @@ func (m *Manager) Remove(ctx context.Context, p *state.Pod, grace time.Duration,
 // not wait for the pod's containers to be deleted. Idempotent.
 func (m *Manager) Release(ctx context.Context, p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
 	if err := m.stopPause(p, grace, rec); err != nil {
-		return fmt.Errorf("stopping pod %s: %w", p.Key(), err)
+		// As Stop: the network goes; the pause stays for a later rm or gc.
+		return fmt.Errorf("stopping pod %s: %w", p.Key(), errors.Join(err, m.detach(ctx, p, rec)))
 	}
 	// With the pause stopped, deleting its container needs nothing from
 	// the network's teardown (CNI DEL works from the cached result): run
 	// it beside CNI DEL, the longest step.
-	deleted := make(chan error, 1)
-	go func() {
+	deleted := inBackground(func() error {
 		end := rec.Start("delete pause")
 		err := m.OCI.Delete(p.ID)
 		end(err)
-		if err == nil {
-			err = failpoint.Hit("teardown-after-pause-delete")
+		if err != nil {
+			return err
 		}
-		deleted <- err
-	}()
+		return failpoint.Hit("teardown-after-pause-delete")
+	})
 	err := m.detach(ctx, p, rec)
 	if err != nil {
 		err = fmt.Errorf("stopping pod %s: %w", p.Key(), err)
 	} else {
 		err = m.markStopped(p)
 	}
-	return errors.Join(err, <-deleted)
+	return errors.Join(err, deleted.wait())
 }
 
 // Delete removes what is left of a sandbox once its pause and containers
