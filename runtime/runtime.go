@@ -187,7 +187,8 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 		}
 		ahead = 1
 		// Recorded before the shim creates it: gc, after a crash, must
-		// know the shim to wait for and the container to delete.
+		// know the container to delete (the record names the shim from
+		// its first write).
 		if err := r.Sandbox.Store.Save(p); err != nil {
 			return err
 		}
@@ -228,7 +229,7 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 			return nil, nil, err
 		}
 	}
-	// One write records the containers and the shim that will run them.
+	// One write records the remaining containers.
 	if err := r.Sandbox.Store.Save(p); err != nil {
 		return nil, nil, err
 	}

@@ -119,15 +119,23 @@ func (s *shimProcess) release() {
 // abandon closes the shim's pipes: a shim that was not told to start
 // exits. Idempotent.
 func (s *shimProcess) abandon() {
+	s.closeControl()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.status != nil {
+		s.status.Close()
+		s.status = nil
+	}
+}
+
+// closeControl ends the requests: the shim reads EOF after the last one.
+// Idempotent.
+func (s *shimProcess) closeControl() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.control != nil {
 		s.control.Close()
 		s.control = nil
-	}
-	if s.status != nil {
-		s.status.Close()
-		s.status = nil
 	}
 }
 
@@ -139,10 +147,7 @@ func (r *Runtime) startShim(p *state.Pod, s *shimProcess) (*shim.Report, error) 
 	if err != nil {
 		return nil, fmt.Errorf("starting pod %s in its shim: %w", p.Key(), err)
 	}
-	s.mu.Lock()
-	s.control.Close()
-	s.control = nil
-	s.mu.Unlock()
+	s.closeControl()
 	var rep shim.Report
 	if err := s.answers.Decode(&rep); err != nil {
 		slog, _ := os.ReadFile(filepath.Join(r.Sandbox.Store.PodDir(p.ID), "shim.log"))
