@@ -574,24 +574,22 @@ target() { # target LABEL VALUE LIMIT-DESCRIPTION OK
   printf '| %s | %s | %s | %s |\n' "$1" "$2" "$3" "$([ "$4" = 1 ] && echo met || echo "**missed**")"
 }
 le() { awk -v a="$1" -v b="$2" 'BEGIN { print (a != "" && b != "" && a + 0 <= b + 0) ? 1 : 0 }'; }
-# A ratio target is judged on the unrounded p50s (0.151 is not ≤ 0.15) and
-# shown with three decimals, so that the verdict can be read off the table.
-ratio3() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "–"; else printf "%.3f", a / b }'; }
-ratio_le() { awk -v a="$1" -v b="$2" -v l="$3" 'BEGIN { print (a != "" && b + 0 > 0 && a / b <= l) ? 1 : 0 }'; }
+# A ratio target is judged on the unrounded p50s (ratio_le) and shown with
+# three decimals, so that the verdict can be read off the table.
 {
   echo "| Target (issue 5) | This run (p50) | Limit | |"
   echo "| --- | --- | --- | --- |"
   if [ -n "${P50[podman.up]:-}" ]; then
-    target "pod up ≤ 0.15× podman's" "$(ratio3 "${P50[podlab.up]}" "${P50[podman.up]}")×" "0.15×" "$(ratio_le "${P50[podlab.up]}" "${P50[podman.up]}" 0.15)"
+    target "pod up ≤ 0.15× podman's" "$(ratio "${P50[podlab.up]}" "${P50[podman.up]}" 3)×" "0.15×" "$(ratio_le "${P50[podlab.up]}" "${P50[podman.up]}" 0.15)"
   fi
   if [ -n "${P50[scripted.up]:-}" ]; then
     target "pod up ≤ scripted floor (netns + cnitool ADD + runc run)" "$(fmt_ms "${P50[podlab.up]}") ms vs $(fmt_ms "${P50[scripted.up]}") ms" "≤ 1.00×" "$(le "${P50[podlab.up]}" "${P50[scripted.up]}")"
   fi
   if [ -n "${P50[podman.cycle]:-}" ]; then
-    target "full cycle ≤ 0.15× podman's" "$(ratio3 "${P50[podlab.cycle]}" "${P50[podman.cycle]}")×" "0.15×" "$(ratio_le "${P50[podlab.cycle]}" "${P50[podman.cycle]}" 0.15)"
+    target "full cycle ≤ 0.15× podman's" "$(ratio "${P50[podlab.cycle]}" "${P50[podman.cycle]}" 3)×" "0.15×" "$(ratio_le "${P50[podlab.cycle]}" "${P50[podman.cycle]}" 0.15)"
   fi
   if [ -n "${P50[cni.teardown]:-}" ]; then
-    target "teardown ≤ 0.6× (cnitool DEL + ip netns del)" "$(ratio3 "${P50[podlab.rm]}" "${P50[cni.teardown]}")×" "0.6×" "$(ratio_le "${P50[podlab.rm]}" "${P50[cni.teardown]}" 0.6)"
+    target "teardown ≤ 0.6× (cnitool DEL + ip netns del)" "$(ratio "${P50[podlab.rm]}" "${P50[cni.teardown]}" 3)×" "0.6×" "$(ratio_le "${P50[podlab.rm]}" "${P50[cni.teardown]}" 0.6)"
   fi
   s=${S50[run/pause]:-}
   [ -n "$s" ] && target "pause start ≤ 5 ms (span \`pause\`)" "$(fmt_ms "$s") ms" "5 ms" "$(le "$s" 5000)"

@@ -30,9 +30,16 @@ fmt_ms() {
   awk -v u="$1" 'BEGIN { if (u == "") { print "–"; exit } ms = u / 1000; if (ms < 10) printf "%.2f", ms; else printf "%.1f", ms }'
 }
 
-# ratio A B: A/B with 2 decimals ("–" when either is missing or B is 0).
+# ratio A B [DECIMALS]: A/B with 2 decimals, or DECIMALS ("–" when either
+# is missing or B is 0).
 ratio() {
-  awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "–"; else printf "%.2f", a / b }'
+  awk -v a="$1" -v b="$2" -v d="${3:-2}" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "–"; else printf "%.*f", d, a / b }'
+}
+
+# ratio_le A B LIMIT: 1 if A/B ≤ LIMIT, judged unrounded (0.151 is not
+# ≤ 0.15), else 0.
+ratio_le() {
+  awk -v a="$1" -v b="$2" -v l="$3" 'BEGIN { print (a != "" && b + 0 > 0 && a / b <= l) ? 1 : 0 }'
 }
 
 # parse_stage_table PHASE ROUND < podlab's stage table (trace.WriteTable:

@@ -151,7 +151,7 @@ base=${P50[${levels[0]}|up]:-}
   if [ "$last" != "${levels[0]}" ] && [ -n "${P50[$last|up]:-}" ]; then
     echo
     r=$(ratio "${P50[$last|up]}" "$base")
-    echo "- Pod up p50 with $last live pods: ${r}× the p50 with ${levels[0]} (issue 5 target: ≤ 1.5× with 100 live pods: $(awk -v a="${P50[$last|up]}" -v b="$base" -v l="$last" 'BEGIN { if (l < 100) print "not checked, fewer than 100 live pods"; else print (a / b <= 1.5 ? "met" : "**missed**") }'))."
+    echo "- Pod up p50 with $last live pods: ${r}× the p50 with ${levels[0]} (issue 5 target: ≤ 1.5× with 100 live pods: $(if [ "$last" -lt 100 ]; then echo "not checked, fewer than 100 live pods"; elif [ "$(ratio_le "${P50[$last|up]}" "$base" 1.5)" = 1 ]; then echo met; else echo "**missed**"; fi))."
     if [ -n "${P50[$last|pause.rss_kb]:-}" ]; then
       echo "- Pause RSS with $last live pods: p50 ${P50[$last|pause.rss_kb]} kB, max ${MAX[$last|pause.rss_kb]} kB (target ≤ 1 MB = 1024 kB each: $([ "${MAX[$last|pause.rss_kb]}" -le 1024 ] && echo met || echo "**missed**")); all Ready: $([ "${READY[$last]}" = "$last" ] && echo "yes" || echo "**no, ${READY[$last]}/$last**")."
     fi
