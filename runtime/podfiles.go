@@ -4,13 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/runtime/inject"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // writePodFiles writes the files every container of the pod mounts, as the
@@ -86,20 +88,51 @@ func (r *Runtime) caBundles() inject.CABundleCache {
 	return inject.CABundleCache{Dir: filepath.Join(r.Config.StateDir, "ca-bundles")}
 }
 
-// hostIP is the node's primary IPv4 address (status.hostIP): that of the
-// interface holding the default route, else the first global one.
+// hostIP is the node's primary IPv4 address (status.hostIP), looked up
+// once per process: like the kubelet's node IP, it is a property of the
+// node, not of the pod.
+var hostIP = sync.OnceValue(hostIPv4)
+
+// hostIPv4 is the first global IPv4 address of the interface holding the
+// default route, else the first global one outside loopback and pod
+// networking (bridges, veths). It asks netlink for IPv4 addresses and
+// routes only: a link table dump (net.Interfaces) grows with every live
+// pod's veth.
 func hostIPv4() string {
-	ifaces, _ := net.Interfaces()
-	for _, ifc := range ifaces {
-		if ifc.Flags&net.FlagLoopback != 0 || ifc.Flags&net.FlagUp == 0 || strings.HasPrefix(ifc.Name, "veth") || strings.HasPrefix(ifc.Name, "podlab") || strings.HasPrefix(ifc.Name, "cni") {
-			continue
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		return ""
+	}
+	global := func(a netlink.Addr) bool {
+		return a.IP.IsGlobalUnicast() && !isPodLink(a.Label)
+	}
+	routes, _ := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	for _, r := range routes {
+		if r.Dst != nil {
+			if ones, _ := r.Dst.Mask.Size(); ones != 0 {
+				continue // not a default route
+			}
 		}
-		addrs, _ := ifc.Addrs()
 		for _, a := range addrs {
-			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && ipn.IP.IsGlobalUnicast() {
-				return ipn.IP.String()
+			if a.LinkIndex == r.LinkIndex && global(a) {
+				return a.IP.String()
 			}
 		}
 	}
+	for _, a := range addrs {
+		if global(a) {
+			return a.IP.String()
+		}
+	}
 	return ""
+}
+
+// isPodLink tells links that carry pods' traffic, not the node's.
+func isPodLink(name string) bool {
+	for _, prefix := range []string{"veth", "podlab", "cni"} {
+		if strings.HasPrefix(name, prefix) {
+			return true
+		}
+	}
+	return false
 }

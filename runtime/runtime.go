@@ -599,8 +599,6 @@ func RefreshContainer(c *state.Container) {
 	}
 }
 
-func hostIP() string { return hostIPv4() }
-
 func nodeName() string {
 	h, _ := os.Hostname()
 	return strings.ToLower(h)
