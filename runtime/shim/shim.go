@@ -128,6 +128,7 @@ func (s *Shim) Serve(control io.Reader, status *os.File) error {
 	)
 	// A shim must not exit half way through the pause's start.
 	defer pause.Wait()
+	go oci.WarmJSON(&Request{}, &state.Container{})
 	for {
 		var req Request
 		if err := dec.Decode(&req); err != nil {
