@@ -181,17 +181,43 @@ func List(dir string) ([]string, error) {
 // Do runs fn on a locked OS thread that has entered the namespace at path.
 // The thread is discarded afterwards rather than returned to the pool.
 func Do(path string, fn func() error) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("opening netns %s: %w", path, err)
+	return Enter(map[int]string{unix.CLONE_NEWNET: path}, fn)
+}
+
+// Enter runs fn on a locked OS thread that has joined the namespace at each
+// path, by kind (CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUTS); a process that
+// fn starts is born in them. The thread is discarded afterwards rather than
+// returned to the pool.
+func Enter(paths map[int]string, fn func() error) error {
+	type joined struct {
+		kind int
+		path string
+		f    *os.File
 	}
-	defer f.Close()
+	var nss []joined
+	defer func() {
+		for _, ns := range nss {
+			ns.f.Close()
+		}
+	}()
+	for kind, path := range paths {
+		if _, ok := kindNames[kind]; !ok {
+			return fmt.Errorf("entering namespace %s: unsupported kind %#x", path, kind)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return fmt.Errorf("opening %s namespace %s: %w", kindNames[kind], path, err)
+		}
+		nss = append(nss, joined{kind, path, f})
+	}
 	errCh := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			errCh <- fmt.Errorf("entering netns %s: %w", path, err)
-			return
+		for _, ns := range nss {
+			if err := unix.Setns(int(ns.f.Fd()), ns.kind); err != nil {
+				errCh <- fmt.Errorf("entering %s namespace %s: %w", kindNames[ns.kind], ns.path, err)
+				return
+			}
 		}
 		errCh <- fn()
 	}()

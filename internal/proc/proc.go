@@ -3,10 +3,14 @@
 package proc
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Stat returns the state (field 3) and start time (field 22) of
@@ -44,4 +48,62 @@ func Alive(pid int, start uint64) bool {
 	}
 	st, t, err := Stat(pid)
 	return err == nil && t == start && st != 'Z' && st != 'X'
+}
+
+// Stop ends the process pid that started at start, if it still runs:
+// SIGTERM, then SIGKILL once grace has passed, and waits for it to exit
+// (to be a zombie, for a process that is not ours to reap). A pidfd holds
+// the process across the wait, so a reused pid is never signalled.
+func Stop(pid int, start uint64, grace time.Duration) error {
+	if pid <= 0 {
+		return nil
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("opening process %d: %w", pid, err)
+	}
+	defer unix.Close(fd)
+	// Checked once the pidfd pins the pid: it is start's process or gone.
+	if !Alive(pid, start) {
+		return nil
+	}
+	for _, step := range []struct {
+		sig  unix.Signal
+		wait time.Duration
+	}{{unix.SIGTERM, grace}, {unix.SIGKILL, 10 * time.Second}} {
+		if err := unix.PidfdSendSignal(fd, step.sig, nil, 0); errors.Is(err, unix.ESRCH) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("signalling process %d: %w", pid, err)
+		}
+		if exited, err := waitExit(fd, step.wait); err != nil || exited {
+			return err
+		}
+	}
+	return fmt.Errorf("process %d did not exit after SIGKILL", pid)
+}
+
+// waitExit waits up to timeout for the pidfd's process to exit.
+func waitExit(fd int, timeout time.Duration) (bool, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		left := time.Until(deadline)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, int((max(left, 0)+time.Millisecond-1)/time.Millisecond))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("waiting for process: %w", err)
+		}
+		if n > 0 {
+			return true, nil
+		}
+		if left <= 0 {
+			return false, nil
+		}
+	}
 }
