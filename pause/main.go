@@ -2,7 +2,8 @@
 // in Go. It sleeps, reaps zombies on SIGCHLD (as PID 1 of the pod's PID
 // namespace it inherits every orphan) and exits 0 on SIGINT/SIGTERM. Unlike
 // pause.c it also wakes every 10 s, to keep the Go runtime's code out of its
-// resident set (see armSettle).
+// resident set (see armSettle), and, started by podlab, it first confines
+// itself as runc would confine it (see confine).
 package main
 
 import (
@@ -36,6 +37,7 @@ func main() {
 			return
 		}
 	}
+	confine()
 	if syscall.Getpid() != 1 {
 		// Not an error: pause sees use outside of pod sandboxes.
 		syscall.Write(2, []byte("Warning: pause should be the first process\n"))

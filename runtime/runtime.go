@@ -47,8 +47,8 @@ type Runtime struct {
 	Sandbox    *sandbox.Manager
 	Images     *rootfs.Store
 	// SealSeen, if set, receives each pod's count of how libcontainer
-	// sealed the init binary in its shim, one per container start (the
-	// pause's included). It may be called from several goroutines.
+	// sealed the init binary in its shim, one per container start. It may
+	// be called from several goroutines.
 	SealSeen func(oci.SealCounts)
 }
 
@@ -137,7 +137,7 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 	// Work that needs no sandbox runs while the sandbox is made: the CA
 	// bundle (from the cache, or built), and the shim's start (exec and Go
 	// init of its binary), which then waits for its pod (shim.Request):
-	// first to start the pause, then to create the first container.
+	// first to create the first container, then to start them all.
 	caDone := make(chan caResult, 1)
 	go func() {
 		bundle, err := r.caBundles().Bundle(r.Config.Injection.CA)
@@ -196,7 +196,7 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 	}
 	shimPID := shim.cmd.Process.Pid
 	shimStart, _ := proc.StartTime(shimPID)
-	p, err := r.Sandbox.Create(ctx, mf, rec, prepare, &sandbox.Shim{PID: shimPID, Start: shimStart, StartPause: shim.startPause})
+	p, err := r.Sandbox.Create(ctx, mf, rec, prepare, &sandbox.Shim{PID: shimPID, Start: shimStart})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -507,16 +507,8 @@ func (r *Runtime) removePod(ctx context.Context, p *state.Pod, grace time.Durati
 		// Delete what did stop; leave the sandbox for a later rm or gc.
 		return errors.Join(err, r.removeContainers(p, rec))
 	}
-	// A record without a pause is a pod left mid-start: its shim may
-	// still be starting the pause (a shim finishes a start it was asked
-	// for before it exits). Let it finish, or end it, before the sandbox
-	// looks for the pause to stop and delete; deleting it mid-create would
-	// leave a running pause without state.
-	if p.PausePID == 0 {
-		r.killShim(p)
-	}
 	// With every container stopped, their removal and the sandbox's
-	// teardown (pause stop, CNI DEL, netns removal, pause delete) need
+	// teardown (pause stop, CNI DEL, netns removal) need
 	// nothing from each other: run them side by side. The pod cgroup
 	// goes last, once both have removed their cgroups under it.
 	sandboxDone := make(chan error, 1)

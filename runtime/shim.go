@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
-
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/runtime/shim"
@@ -25,7 +23,7 @@ import (
 // having destroyed what it created.
 type shimProcess struct {
 	cmd     *exec.Cmd
-	mu      sync.Mutex // requests come from the pause's stage and the caller's
+	mu      sync.Mutex // requests come from the sandbox's stages and the caller's
 	control *os.File   // write end: requests, then close
 	status  *os.File   // read end: the shim's answers (fd 3 in the shim)
 	answers *json.Decoder
@@ -86,23 +84,6 @@ func (s *shimProcess) hand(podID string, create *state.Container) error {
 		return fmt.Errorf("handing pod to its shim: %w", err)
 	}
 	return nil
-}
-
-// startPause has the shim start the pod's pause container from spec, so
-// that the pause's init re-executes the shim's small binary rather than
-// podlab's, and returns the pause's pid. It is the pod's sandbox.Shim.StartPause.
-func (s *shimProcess) startPause(p *state.Pod, spec *specs.Spec) (int, error) {
-	if err := s.send(shim.Request{Pod: p.ID, Pause: spec}); err != nil {
-		return 0, fmt.Errorf("asking the shim to start the pause: %w", err)
-	}
-	var rep shim.PauseReply
-	if err := s.answers.Decode(&rep); err != nil {
-		return 0, fmt.Errorf("shim failed before starting the pause: %w", err)
-	}
-	if rep.Error != "" {
-		return 0, errors.New(rep.Error)
-	}
-	return rep.PID, nil
 }
 
 // release ends a shim that will not start the pod, and waits for it to

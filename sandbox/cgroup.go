@@ -10,6 +10,8 @@ import (
 
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/manager"
+
+	"github.com/podlab/podlab/internal/proc"
 )
 
 // podCgroupManager is the manager of the pod-level cgroup. Device rules live
@@ -19,6 +21,21 @@ func podCgroupManager(path string) (cgroups.Manager, error) {
 		Path:      path,
 		Resources: &cgroups.Resources{SkipDevices: true},
 	})
+}
+
+// joinPauseCgroup puts pid, the pause, in its cgroup at path. Unlike the
+// pod level, that cgroup holds a process, so it gets device rules: none,
+// as the pause opens no device.
+func joinPauseCgroup(path string, pid int) error {
+	cg := &cgroups.Cgroup{Path: path, Resources: &cgroups.Resources{}}
+	m, err := manager.New(cg)
+	if err != nil {
+		return err
+	}
+	if err := m.Apply(pid); err != nil {
+		return err
+	}
+	return m.Set(cg.Resources)
 }
 
 func createPodCgroup(path string) error {
@@ -60,6 +77,29 @@ func destroyPodCgroup(path, parent string) error {
 			if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, os.ErrInvalid) && p == path {
 				errs = append(errs, err)
 			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// killCgroup kills every process in the cgroup at path (in the manager's
+// hierarchies) and waits for each to exit. A missing cgroup holds none.
+func killCgroup(path string) error {
+	cg, err := podCgroupManager(path)
+	if err != nil {
+		return fmt.Errorf("cgroup %s: %w", path, err)
+	}
+	pids, err := cg.GetAllPids()
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("listing processes of cgroup %s: %w", path, err)
+	}
+	var errs []error
+	for _, pid := range pids {
+		if start, err := proc.StartTime(pid); err == nil {
+			errs = append(errs, proc.Stop(pid, start, 0))
 		}
 	}
 	return errors.Join(errs...)

@@ -8,11 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
-	"github.com/opencontainers/runc/libcontainer/specconv"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 
-	"github.com/podlab/podlab/internal/oci"
+	"github.com/podlab/podlab/internal/proc"
+	"github.com/podlab/podlab/netns"
 )
 
 // PauseBinaryName is the pause program's file name next to podlab.
@@ -100,54 +102,115 @@ func copyFile(src, dst string, mode os.FileMode) error {
 	return out.Close()
 }
 
+// pauseRootfsEnv, confineEnv in the pause program, names the rootfs the
+// pause confines itself to; fd 3 is then its sync socket (see startPause).
+const pauseRootfsEnv = "_PODLAB_PAUSE_ROOTFS"
+
+// confineTimeout bounds the pause's handshake: a pauseBinary that does not
+// speak it (not podlab's pause) would otherwise hang the pod's start.
+const confineTimeout = 10 * time.Second
+
+// startPause starts the pod's pause as PID 1 of a new PID namespace (the
+// host's with hostPID) and in a new mount namespace, joined to the pod's
+// pinned network, IPC and UTS namespaces, and puts it in its cgroup
+// (cgroupPath). It starts the pause binary directly, not through
+// libcontainer, as CRI-O pins a pod's namespaces without runc: runc's
+// re-exec of a Go init and its rootfs work are most of a container's start
+// time, and the pause needs only a confinement of its own, which it does
+// itself (see pause/confine.go): a read-only, noexec rootfs holding /proc,
+// user 65535 without capabilities, no_new_privs. The pause waits, before
+// confining itself, for this function to have put it in its cgroup, and
+// exits if its starter dies first, so a pause outside its cgroup never
+// outlives its start. On error nothing is left running.
+func startPause(rootfs, cgroupPath string, ns pauseNamespaces) (pid int, startTime uint64, retErr error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, 0, fmt.Errorf("pause sync socket: %w", err)
+	}
+	// Ours is non-blocking so that reads from it can time out.
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return 0, 0, err
+	}
+	sync := os.NewFile(uintptr(fds[0]), "pause sync")
+	defer sync.Close()
+	theirs := os.NewFile(uintptr(fds[1]), "pause sync (pause's end)")
+
+	flags := uintptr(unix.CLONE_NEWNS)
+	if !ns.HostPID {
+		flags |= unix.CLONE_NEWPID
+	}
+	cmd := &exec.Cmd{
+		Path: filepath.Join(rootfs, "pause"),
+		Args: []string{"/pause"},
+		// One P and no collector: the pause allocates nothing once
+		// started, and each extra P or a forced GC cycle would leave
+		// threads, stacks and runtime code resident in every pod.
+		Env:         []string{"PATH=/", "GOMAXPROCS=1", "GOGC=off", pauseRootfsEnv + "=" + rootfs},
+		ExtraFiles:  []*os.File{theirs},
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Cloneflags: flags},
+	}
+	joins := map[int]string{}
+	for kind, path := range map[int]string{unix.CLONE_NEWNET: ns.NetNS, unix.CLONE_NEWIPC: ns.IPCNS, unix.CLONE_NEWUTS: ns.UTSNS} {
+		if path != "" {
+			joins[kind] = path
+		}
+	}
+	err = netns.Enter(joins, cmd.Start)
+	theirs.Close()
+	if err != nil {
+		return 0, 0, fmt.Errorf("starting pause: %w", err)
+	}
+	pid = cmd.Process.Pid
+	// Reaped here if it exits while this process lives (a bench, a
+	// test); otherwise its new parent reaps it.
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	defer func() {
+		if retErr != nil {
+			cmd.Process.Kill()
+			<-exited
+		}
+	}()
+
+	exitedEarly := func() error {
+		<-exited
+		status := "exit status 0"
+		if waitErr != nil {
+			status = waitErr.Error()
+		}
+		return fmt.Errorf("pause exited before confining itself (%s; is pauseBinary podlab's pause?)", status)
+	}
+	if err := joinPauseCgroup(cgroupPath, pid); errors.Is(err, unix.ESRCH) {
+		return 0, 0, exitedEarly()
+	} else if err != nil {
+		return 0, 0, fmt.Errorf("putting pause in cgroup %s: %w", cgroupPath, err)
+	}
+	// A write to a pause that already exited fails; it then reads EOF.
+	sync.Write([]byte{0})
+	sync.SetReadDeadline(time.Now().Add(confineTimeout))
+	answer, err := io.ReadAll(sync)
+	switch {
+	case err != nil:
+		return 0, 0, fmt.Errorf("pause did not confine itself (is pauseBinary podlab's pause?): %w", err)
+	case len(answer) == 0:
+		return 0, 0, exitedEarly()
+	case answer[0] != 0:
+		return 0, 0, fmt.Errorf("pause: %s", answer)
+	}
+	startTime, err = proc.StartTime(pid)
+	if err != nil {
+		return 0, 0, fmt.Errorf("pause: %w", err)
+	}
+	return pid, startTime, nil
+}
+
 // pauseNamespaces says which namespaces the pause holds for the pod: the
 // pinned ones it joins ("" = the host's), and whether it starts the pod's
 // PID namespace.
 type pauseNamespaces struct {
 	NetNS, IPCNS, UTSNS string
 	HostPID             bool
-}
-
-// pauseSpec is the OCI spec of a pod's pause container: runc's default
-// hardening (capabilities, masked and read-only /proc paths, no_new_privs)
-// on a read-only rootfs with only /proc and /dev mounted. Its /dev holds
-// only /dev/null, the one device its device cgroup allows: the pause opens
-// none (its stdio is /dev/null), and each default node or rule costs start
-// time (oci.MinimalDevices). It joins the pod's pinned network, IPC and UTS
-// namespaces (the UTS one was given the pod's hostname when pinned) and is
-// PID 1 of the pod's PID namespace.
-func pauseSpec(rootfs, cgroupPath string, ns pauseNamespaces) *specs.Spec {
-	s := specconv.Example()
-	s.Annotations = map[string]string{oci.MinimalDevices: "true"}
-	s.Root = &specs.Root{Path: rootfs, Readonly: true}
-	s.Hostname = ""
-	s.Process.Terminal = false
-	s.Process.Args = []string{"/pause"}
-	s.Process.Cwd = "/"
-	// One P and no collector: the pause allocates nothing once started,
-	// and each extra P or a forced GC cycle would leave threads, stacks
-	// and runtime code resident in every pod.
-	s.Process.Env = []string{"PATH=/", "GOMAXPROCS=1", "GOGC=off"}
-	s.Process.NoNewPrivileges = true
-	var mounts []specs.Mount
-	for _, m := range s.Mounts {
-		if m.Destination == "/proc" || m.Destination == "/dev" {
-			mounts = append(mounts, m)
-		}
-	}
-	s.Mounts = mounts
-	s.Linux.CgroupsPath = cgroupPath
-	s.Linux.Namespaces = []specs.LinuxNamespace{{Type: specs.MountNamespace}}
-	for _, n := range []struct {
-		typ  specs.LinuxNamespaceType
-		path string
-	}{{specs.NetworkNamespace, ns.NetNS}, {specs.IPCNamespace, ns.IPCNS}, {specs.UTSNamespace, ns.UTSNS}} {
-		if n.path != "" {
-			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: n.typ, Path: n.path})
-		}
-	}
-	if !ns.HostPID {
-		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.PIDNamespace})
-	}
-	return s
 }

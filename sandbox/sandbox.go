@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/podlab/podlab/internal/cleanup"
@@ -87,25 +86,19 @@ func (m *Manager) Run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 // what it makes on undo, which runs if the sandbox then fails.
 type Prepare func(p *state.Pod, undo *cleanup.List) error
 
-// Shim is a process of the caller's that starts the pod's pause, as
-// containerd's sandbox controller has the pod's shim start it, so that the
-// pause's init re-executes the shim's small binary. Run starts the pause
-// from this process instead.
+// Shim names a process of the caller's that will run the pod's containers
+// (as containerd's and CRI-O's per-pod monitors do), in the pod's record
+// from the first write on: after a crash, gc waits for a shim that may
+// still be creating a container before it looks for it.
 type Shim struct {
-	// PID and Start (its start time) name the process in the pod's
-	// record from the first write on: after a crash, gc waits for a shim
-	// that may still be starting the pause before it looks for it.
-	PID   int
-	Start uint64
-	// StartPause starts the pause container (its id is the pod's) from
-	// spec and returns the pid of its init.
-	StartPause func(p *state.Pod, spec *specs.Spec) (pid int, err error)
+	PID   int    // its pid
+	Start uint64 // and its start time
 }
 
 // Create is Run leaving the record Creating, for a caller that goes on to
 // create containers: a crash before that caller marks the pod Ready must
 // leave a record gc recognizes as unfinished. prepare, if set, runs beside
-// CNI ADD; shim, if set, starts the pause.
+// CNI ADD; shim, if set, is recorded.
 func (m *Manager) Create(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder, prepare Prepare, shim *Shim) (*state.Pod, error) {
 	return m.run(ctx, mf, rec, false, prepare, shim)
 }
@@ -246,13 +239,14 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 
 	// The pause starts beside prepare's work, which joins its PID
 	// namespace only when the pod shares one.
-	undo.Add("removing pause container", func() error { return m.OCI.Delete(p.ID) })
+	// Its cgroup goes with the pod's, whose undo is registered above.
 	var pausePID int
 	var pauseStart uint64
+	undo.Add("stopping pause", func() error { return proc.Stop(pausePID, pauseStart, 0) })
 	end = rec.Start("pause")
 	pause := inBackground(func() error {
 		var err error
-		pausePID, pauseStart, err = m.startPause(p, shim)
+		pausePID, pauseStart, err = m.startPause(p)
 		end(err)
 		if err != nil {
 			return fmt.Errorf("pause stage: %w", err)
@@ -313,9 +307,9 @@ func (b *background) wait() error {
 	return b.err
 }
 
-// startPause starts the pod's pause, in shim if set, and returns its pid
-// and start time. It reads p only.
-func (m *Manager) startPause(p *state.Pod, shim *Shim) (pid int, startTime uint64, err error) {
+// startPause starts the pod's pause and returns its pid and start time.
+// It reads p only.
+func (m *Manager) startPause(p *state.Pod) (pid int, startTime uint64, err error) {
 	bin, err := FindBinary(m.Config.PauseBinary, PauseBinaryName, "pauseBinary")
 	if err != nil {
 		return 0, 0, err
@@ -324,19 +318,13 @@ func (m *Manager) startPause(p *state.Pod, shim *Shim) (pid int, startTime uint6
 	if err != nil {
 		return 0, 0, err
 	}
-	spec := pauseSpec(rootfs, filepath.Join(p.CgroupPath, "pause"), pauseNamespaces{
+	return startPause(rootfs, pauseCgroup(p), pauseNamespaces{
 		NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, HostPID: p.HostPID,
 	})
-	start := func(p *state.Pod, spec *specs.Spec) (int, error) { return m.OCI.Run(p.ID, spec, oci.Stdio{}) }
-	if shim != nil {
-		start = shim.StartPause
-	}
-	if pid, err = start(p, spec); err != nil {
-		return 0, 0, err
-	}
-	startTime, _ = proc.StartTime(pid)
-	return pid, startTime, nil
 }
+
+// pauseCgroup is the pause's cgroup, below the pod's.
+func pauseCgroup(p *state.Pod) string { return filepath.Join(p.CgroupPath, "pause") }
 
 // podPins are the pod's namespaces to pin besides its netns, by kind.
 func podPins(p *state.Pod) map[int]string {
@@ -413,10 +401,17 @@ func (m *Manager) Stop(ctx context.Context, p *state.Pod, grace time.Duration, r
 	return m.markStopped(p)
 }
 
-// stopPause stops the pause and removes the pod's pinned namespaces.
+// stopPause stops the pause and removes the pod's pinned namespaces. A
+// record without the pause's pid is a pod whose start crashed: its pause,
+// if it got that far, is the process in the pause's cgroup.
 func (m *Manager) stopPause(p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
 	end := rec.Start("stop pause")
-	err := m.OCI.Stop(p.ID, grace)
+	var err error
+	if p.PausePID > 0 {
+		err = proc.Stop(p.PausePID, p.PauseStart, grace)
+	} else {
+		err = killCgroup(pauseCgroup(p))
+	}
 	end(err)
 	errs := []error{err, failpoint.Hit("teardown-after-pause-stop")}
 	if len(podPins(p)) > 0 {
@@ -474,9 +469,9 @@ func (m *Manager) markStopped(p *state.Pod) error {
 	return nil
 }
 
-// Remove stops the sandbox if needed, then deletes the pause container, the
-// pod cgroup and the state record. Idempotent; on error the record stays so
-// that a later rm or gc can finish.
+// Remove stops the sandbox if needed, then deletes the pod cgroup and the
+// state record. Idempotent; on error the record stays so that a later rm
+// or gc can finish.
 func (m *Manager) Remove(ctx context.Context, p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
 	if err := m.Release(ctx, p, grace, rec); err != nil {
 		return err
@@ -484,37 +479,22 @@ func (m *Manager) Remove(ctx context.Context, p *state.Pod, grace time.Duration,
 	return m.Delete(p, rec)
 }
 
-// Release stops the sandbox if needed (Stop) and deletes its pause
-// container (its cgroup, its libcontainer state): all of Remove that does
-// not wait for the pod's containers to be deleted. Idempotent.
+// Release stops the sandbox if needed (Stop): all of Remove that does not
+// wait for the pod's containers to be deleted. Idempotent.
 func (m *Manager) Release(ctx context.Context, p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
 	if err := m.stopPause(p, grace, rec); err != nil {
 		// As Stop: the network goes; the pause stays for a later rm or gc.
 		return fmt.Errorf("stopping pod %s: %w", p.Key(), errors.Join(err, m.detach(ctx, p, rec)))
 	}
-	// With the pause stopped, deleting its container needs nothing from
-	// the network's teardown (CNI DEL works from the cached result): run
-	// it beside CNI DEL, the longest step.
-	deleted := inBackground(func() error {
-		end := rec.Start("delete pause")
-		err := m.OCI.Delete(p.ID)
-		end(err)
-		if err != nil {
-			return err
-		}
-		return failpoint.Hit("teardown-after-pause-delete")
-	})
-	err := m.detach(ctx, p, rec)
-	if err != nil {
-		err = fmt.Errorf("stopping pod %s: %w", p.Key(), err)
-	} else {
-		err = m.markStopped(p)
+	if err := m.detach(ctx, p, rec); err != nil {
+		return fmt.Errorf("stopping pod %s: %w", p.Key(), err)
 	}
-	return errors.Join(err, deleted.wait())
+	return m.markStopped(p)
 }
 
-// Delete removes what is left of a sandbox once its pause and containers
-// are deleted: the pod cgroup (empty by then) and the state record.
+// Delete removes what is left of a sandbox once its pause has stopped and
+// its containers are deleted: the pod cgroup, with the pause's below it,
+// and the state record.
 // Idempotent.
 func (m *Manager) Delete(p *state.Pod, rec *trace.Recorder) error {
 	end := rec.Start("cgroup remove")

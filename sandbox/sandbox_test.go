@@ -311,6 +311,53 @@ spec:
 	}
 }
 
+// The pause confines itself as runc confines a pause container: a mount
+// namespace of its own holding only its read-only rootfs and /proc, user
+// 65535 without capabilities, no_new_privs, and no device allowed.
+func TestPauseIsConfined(t *testing.T) {
+	setup(t)
+	m := newTestManager(t, nil)
+	p := runPod(t, m, simplePod("confined"))
+	for key, want := range map[string]string{
+		"Uid": "65535\t65535\t65535\t65535", "Gid": "65535\t65535\t65535\t65535", "Groups": "",
+		"CapPrm": "0000000000000000", "CapEff": "0000000000000000", "CapAmb": "0000000000000000",
+		"NoNewPrivs": "1",
+	} {
+		if got := procStatus(t, p.PausePID, key); got != want {
+			t.Errorf("pause %s = %q, want %q", key, got, want)
+		}
+	}
+	self, _ := os.Readlink("/proc/self/ns/mnt")
+	if mnt, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", p.PausePID)); mnt == self {
+		t.Errorf("pause shares the host's mount namespace %s", self)
+	}
+	mountinfo, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", p.PausePID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var points []string
+	for _, line := range strings.Split(strings.TrimSpace(string(mountinfo)), "\n") {
+		f := strings.Fields(line)
+		points = append(points, f[4])
+		opts := "," + f[5] + ","
+		if f[4] == "/" && !(strings.Contains(opts, ",ro,") && strings.Contains(opts, ",noexec,")) {
+			t.Errorf("pause root mounted %s, want ro and noexec", f[5])
+		}
+	}
+	if strings.Join(points, " ") != "/ /proc" {
+		t.Errorf("pause mounts %v, want [/ /proc]:\n%s", points, mountinfo)
+	}
+	cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.PausePID))
+	for _, line := range strings.Split(string(cg), "\n") {
+		if f := strings.SplitN(line, ":", 3); len(f) == 3 && f[1] == "devices" {
+			list, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/devices", f[2], "devices.list"))
+			if err != nil || len(list) != 0 {
+				t.Errorf("pause devices cgroup %s allows %q (%v), want none", f[2], list, err)
+			}
+		}
+	}
+}
+
 func TestHostNamespaces(t *testing.T) {
 	setup(t)
 	m := newTestManager(t, nil)
@@ -431,6 +478,10 @@ func TestFailedRunLeavesNothing(t *testing.T) {
 		{"missing pause binary", func(c *config.Config) {
 			c.PauseBinary = "/nonexistent/podlab-pause"
 		}, "pauseBinary"},
+		// A pause that exits without the handshake (not podlab's).
+		{"foreign pause binary", func(c *config.Config) {
+			c.PauseBinary = "/bin/true"
+		}, "pause exited before confining itself (exit status 0; is pauseBinary podlab's pause?)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -101,7 +101,7 @@ func (r *Report) Failures() int { return r.Failed + r.WarmupFailed + r.LiveFaile
 // correspond to critest's ContainerOps CreateContainer/StartContainer;
 // StatusPod ≈ "wait exit"/"wait running" (polling the container's state);
 // StopPod ≈ teardown "remove containers" … "netns remove"; RemovePod ≈
-// "delete pause", "cgroup remove", "state remove". Our operation names are
+// "cgroup remove", "state remove". Our operation names are
 // the stage names; durations are ns; a stage absent in a cycle is -1;
 // nested stages (cni plugins, ctr … create/start) and totals overlap their
 // parents, so durations do not sum to endTime-startTime (critest allows that).
@@ -233,7 +233,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			rep.ExeSeal.BinaryBytes = st.Size()
 		}
 	}
-	// The shims start every container, pauses included, and count how
+	// The shims start every container (podlab starts the pauses) and count how
 	// libcontainer sealed the binary each time.
 	var (
 		sealMu sync.Mutex
@@ -660,7 +660,7 @@ func ExpectedStages(containers []string) []string {
 	}
 	s = append(s, "shim", StageOtherRun, StageWaitExit,
 		"remove containers", "remove volumes", "stop pause", "pod ns remove", "cni teardown", "cni bridge DEL",
-		"netns remove", "delete pause", "cgroup remove", "state remove", StageOtherTeardown,
+		"netns remove", "cgroup remove", "state remove", StageOtherTeardown,
 		StageReady, StageFirstExit, StageTeardown, StageCycle)
 	return s
 }

@@ -42,7 +42,7 @@ func fakeCycle(i int, k float64) Cycle {
 	cniStart = at
 	bd := seq("cni bridge DEL", "cni teardown", 25)
 	td = append(td, trace.Span{Name: "cni teardown", Start: cniStart, Dur: at - cniStart}, bd)
-	td = append(td, seq("netns remove", "", 3), seq("delete pause", "", 1), seq("cgroup remove", "", 1), seq("state remove", "", 0.5))
+	td = append(td, seq("netns remove", "", 3), seq("cgroup remove", "", 2), seq("state remove", "", 0.5))
 	teardown := at + d(0.2)
 	trace.Sort(td)
 

@@ -12,7 +12,7 @@ import (
 )
 
 // The sealing mode is observed where containers start: the shims, which
-// start every container of a pod (its pause included), count
+// start every container of a pod (podlab starts the pause itself), count
 // libcontainer's sealing decisions (oci.SealWatch) and report them. A
 // probe cross-checks.
 
@@ -30,7 +30,7 @@ const (
 type ExeSeal struct {
 	Mode string `json:"mode"`
 	// Observed sums the shims' counts of libcontainer's own debug messages,
-	// one per container start, pauses included.
+	// one per container start.
 	Observed oci.SealCounts `json:"observed"`
 	// Probe is exeseal.CloneSelfExe's result against the state root, run
 	// by podlab on its own binary (installed next to the shim's).

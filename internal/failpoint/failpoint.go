@@ -56,9 +56,9 @@ func Hit(name string) error {
 // CNI_TYPE, CMD and CTR stand for a plugin type, ADD or DEL, and a
 // container name.
 var Names = []string{
-	"after-state", "after-netns", "after-cni-PLUGIN-ADD", "after-cni", "after-cgroup", "shim-after-pause", "after-pause",
+	"after-state", "after-netns", "after-cni-PLUGIN-ADD", "after-cni", "after-cgroup", "after-pause",
 	"after-volumes", "after-ctr-CTR-rootfs", "after-ctr-CTR-config", "after-containers-recorded",
 	"shim-after-ctr-CTR-start", "after-shim",
 	"teardown-after-containers", "teardown-after-volumes", "teardown-after-pause-stop",
-	"teardown-after-cni", "teardown-after-netns", "teardown-after-pause-delete", "teardown-after-cgroup",
+	"teardown-after-cni", "teardown-after-netns", "teardown-after-cgroup",
 }

@@ -18,9 +18,7 @@ import (
 	"time"
 
 	_ "github.com/opencontainers/cgroups/devices" // device rules for the fs cgroup manager
-	devices "github.com/opencontainers/cgroups/devices/config"
 	"github.com/opencontainers/runc/libcontainer"
-	"github.com/opencontainers/runc/libcontainer/configs"
 	_ "github.com/opencontainers/runc/libcontainer/nsenter" // the C constructor that joins namespaces before Go starts
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -51,37 +49,6 @@ func Init() {
 	// Keep main on the main thread: a libcontainer helper goroutine that
 	// switches namespaces must never leave the main thread inside one.
 	runtime.LockOSThread()
-}
-
-// MinimalDevices is a spec annotation: with the value "true" the
-// container's /dev (the spec's tmpfs) gets only /dev/null, and its device
-// cgroup allows only /dev/null, instead of the nodes and rules specconv
-// always adds (null, zero, full, tty, random, urandom, ptmx, pts, mknod).
-// For containers that open no device, such as the pause: each node costs
-// ~0.05 ms of safe-path checks in the container init and each rule a cgroup
-// write, ~0.35 ms a start in all. The stdio /dev/null still works.
-const MinimalDevices = "podlab.io/minimal-devices"
-
-// minimalDevices trims cfg's device nodes and device cgroup rules to
-// /dev/null; every deny rule stays.
-func minimalDevices(cfg *configs.Config) {
-	isNull := func(r devices.Rule) bool {
-		return r.Type == devices.CharDevice && r.Major == 1 && r.Minor == 3
-	}
-	var nodes []*devices.Device
-	for _, d := range cfg.Devices {
-		if d.Path == "/dev/null" && isNull(d.Rule) {
-			nodes = append(nodes, d)
-		}
-	}
-	cfg.Devices = nodes
-	var rules []*devices.Rule
-	for _, r := range cfg.Cgroups.Resources.Devices {
-		if !r.Allow || isNull(*r) {
-			rules = append(rules, r)
-		}
-	}
-	cfg.Cgroups.Resources.Devices = rules
 }
 
 // Runtime manages containers whose libcontainer state lives under Root.
@@ -117,31 +84,6 @@ func (p *Process) Wait() (int, error) {
 	return ps.ExitCode(), nil
 }
 
-// Run creates and starts a container from spec (whose Root.Path must be
-// absolute) and returns the pid of its init on the host. On error nothing is
-// left behind: no cgroup, no libcontainer state, no process. This process
-// is the init's parent until it exits and reaps the init if it dies first:
-// a long-lived caller (bench, a shim) would otherwise collect zombies.
-func (r *Runtime) Run(id string, spec *specs.Spec, stdio Stdio) (pid int, retErr error) {
-	p, err := r.Start(id, "", spec, stdio)
-	if err != nil {
-		return 0, err
-	}
-	go p.Wait()
-	return p.Pid, nil
-}
-
-// Start is Run returning the waitable init process. bundle, when set, is
-// the directory holding the spec as config.json: hooks receive it in the
-// OCI state (specconv would otherwise name the current directory).
-func (r *Runtime) Start(id, bundle string, spec *specs.Spec, stdio Stdio) (*Process, error) {
-	c, err := r.Create(id, bundle, spec, stdio)
-	if err != nil {
-		return nil, err
-	}
-	return c.Start()
-}
-
 // Created is a container whose init has set up the container (namespaces,
 // cgroup, mounts, createRuntime and createContainer hooks) and waits to
 // exec the user's process: `runc create` done, `runc start` not yet.
@@ -164,9 +106,6 @@ func (r *Runtime) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ *C
 	})
 	if err != nil {
 		return nil, fmt.Errorf("converting OCI spec of %s: %w", id, err)
-	}
-	if spec.Annotations[MinimalDevices] == "true" {
-		minimalDevices(cfg)
 	}
 	if bundle != "" {
 		for i, l := range cfg.Labels {

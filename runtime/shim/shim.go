@@ -1,14 +1,14 @@
 // Package shim is podlab's per-pod monitor, as containerd-shim and conmon
-// are: a detached process that starts the pod's pause and containers, so
-// that their inits are its children. It answers the pause's start and
-// reports how the containers' start went over a pipe, then copies each
+// are: a detached process that starts the pod's containers, so that their
+// inits are its children. It reports how the containers' start went over a
+// pipe, then copies each
 // container's stdout/stderr into its CRI-format log, records its exit
 // code, and exits when the last container has exited.
 //
 // It runs as its own small binary (cmd/podlab-shim), linking libcontainer
 // and little else: libcontainer re-executes the running binary as every
 // container's init, so that binary's size and package init are paid in
-// every container start, the pause's included.
+// every container start.
 package shim
 
 import (
@@ -24,8 +24,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/oci"
@@ -72,15 +70,8 @@ type Report struct {
 	Error      string               `json:"error,omitempty"`
 	Containers map[string]Container `json:"containers"`
 	// Seal counts how libcontainer sealed the init binary in each start
-	// so far, the pause's included.
+	// so far.
 	Seal oci.SealCounts `json:"seal"`
-}
-
-// PauseReply answers a Request's Pause on the status pipe, ahead of the
-// Report.
-type PauseReply struct {
-	PID   int    `json:"pid"`
-	Error string `json:"error,omitempty"`
 }
 
 type Container struct {
@@ -99,23 +90,20 @@ type AbsSpan struct {
 }
 
 // Request is one message on the control pipe (fd 4) of a shim started
-// ahead of its pod, one JSON object per line. The first names the pod;
-// requests may ask to start the pod's pause (Pause: its spec; its
-// container id is the pod's; answered by a PauseReply on the status pipe)
-// and hand over its first container to create at once (`runc create`),
-// while podlab finishes the sandbox; the last says to start the pod's
-// containers, as recorded by then. A pipe that closes before Start means
-// podlab gave up on the pod: the shim destroys the container it created
-// and exits. The pause, part of the sandbox, is left to podlab's rollback.
+// ahead of its pod, one JSON object per line. The first names the pod; a
+// request may hand over its first container to create at once (`runc
+// create`), while podlab finishes the sandbox; the last says to start the
+// pod's containers, as recorded by then. A pipe that closes before Start
+// means podlab gave up on the pod: the shim destroys the container it
+// created and exits.
 type Request struct {
 	Pod    string           `json:"pod,omitempty"`
-	Pause  *specs.Spec      `json:"pause,omitempty"`
 	Create *state.Container `json:"create,omitempty"`
 	Start  bool             `json:"start,omitempty"`
 }
 
 // Serve follows the control pipe's requests and runs the pod they name,
-// answering and reporting on status. A pipe closed before any request, or
+// reporting on status. A pipe closed before any request, or
 // before Start, is not an error: the pod was never made.
 func (s *Shim) Serve(control io.Reader, status *os.File) error {
 	out := &statusWriter{f: status}
@@ -124,10 +112,7 @@ func (s *Shim) Serve(control io.Reader, status *os.File) error {
 		podID  string
 		pre    *started
 		preErr error
-		pause  sync.WaitGroup
 	)
-	// A shim must not exit half way through the pause's start.
-	defer pause.Wait()
 	go oci.WarmJSON(&Request{}, &state.Container{})
 	for {
 		var req Request
@@ -149,13 +134,6 @@ func (s *Shim) Serve(control io.Reader, status *os.File) error {
 				return err
 			}
 		}
-		if req.Pause != nil {
-			pause.Add(1)
-			go func() {
-				defer pause.Done()
-				out.write(s.startPause(podID, req.Pause))
-			}()
-		}
 		if req.Create != nil && pre == nil && preErr == nil {
 			pre, preErr = s.create(*req.Create)
 		}
@@ -163,26 +141,12 @@ func (s *Shim) Serve(control io.Reader, status *os.File) error {
 			break
 		}
 	}
-	pause.Wait()
 	if preErr != nil {
 		out.write(&Report{Error: preErr.Error(), Seal: s.seal()})
 		out.close()
 		return nil
 	}
 	return s.Run(podID, out, pre)
-}
-
-// startPause starts the pod's pause. Once this shim exits, the pause is
-// reparented like any daemon's child.
-func (s *Shim) startPause(podID string, spec *specs.Spec) *PauseReply {
-	pid, err := s.OCI.Run(podID, spec, oci.Stdio{})
-	if err != nil {
-		return &PauseReply{Error: err.Error()}
-	}
-	if err := failpoint.Hit("shim-after-pause"); err != nil {
-		return &PauseReply{Error: err.Error()} // the pause is left to podlab's rollback
-	}
-	return &PauseReply{PID: pid}
 }
 
 // seal is the sealing decisions seen so far (none without a watch).

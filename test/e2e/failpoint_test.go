@@ -61,7 +61,7 @@ func podlabEnv(t *testing.T, env []string, stdin string, args ...string) result 
 
 var runFailpoints = []string{
 	"after-state", "after-netns", "after-cni-bridge-ADD", "after-cni",
-	"after-cgroup", "shim-after-pause", "after-pause", "after-volumes", "after-ctr-init-rootfs", "after-ctr-init-config",
+	"after-cgroup", "after-pause", "after-volumes", "after-ctr-init-rootfs", "after-ctr-init-config",
 	"after-ctr-app-rootfs", "after-ctr-app-config", "after-containers-recorded",
 	"shim-after-ctr-init-start", "shim-after-ctr-app-start", "after-shim",
 }
@@ -69,7 +69,7 @@ var runFailpoints = []string{
 var teardownFailpoints = []string{
 	"teardown-after-containers", "teardown-after-volumes", "teardown-after-pause-stop",
 	"after-cni-bridge-DEL", "teardown-after-cni", "teardown-after-netns",
-	"teardown-after-pause-delete", "teardown-after-cgroup",
+	"teardown-after-cgroup",
 }
 
 // TestFailpointWalk fails (and crashes) podlab at every stage boundary.
