@@ -10,9 +10,10 @@ import (
 // mount and PID namespaces, joined to the pod's network, IPC and UTS ones,
 // rather than through runc's init: the only part of that init the pause
 // needs is this confinement, and runc's re-exec of a Go binary is most of
-// a container's start time. Fd 3 is then a socket to podlab: podlab writes
-// one byte once the pause is in its cgroup, and the pause answers with a
-// zero byte once confined, or the step that failed.
+// a container's start time. Fd 3 is then a socket to podlab: the pause
+// writes a zero byte once confined, or the step that failed, and podlab
+// one byte once the pause is in its cgroup, which the pause waits for.
+// The two run side by side.
 const confineEnv = "_PODLAB_PAUSE_ROOTFS"
 
 const syncFD = 3
@@ -28,6 +29,11 @@ func confine() {
 	if !ok {
 		return
 	}
+	if step, errno := confineTo(rootfs); errno != 0 {
+		syscall.Write(syncFD, []byte(step+": "+errno.Error()))
+		os.Exit(1)
+	}
+	syscall.Write(syncFD, []byte{0})
 	var b [1]byte
 	for {
 		n, err := syscall.Read(syncFD, b[:])
@@ -41,11 +47,6 @@ func confine() {
 		}
 		break
 	}
-	if step, errno := confineTo(rootfs); errno != 0 {
-		syscall.Write(syncFD, []byte(step+": "+errno.Error()))
-		os.Exit(1)
-	}
-	syscall.Write(syncFD, []byte{0})
 	syscall.Close(syncFD)
 }
 

@@ -118,9 +118,9 @@ const confineTimeout = 10 * time.Second
 // re-exec of a Go init and its rootfs work are most of a container's start
 // time, and the pause needs only a confinement of its own, which it does
 // itself (see pause/confine.go): a read-only, noexec rootfs holding /proc,
-// user 65535 without capabilities, no_new_privs. The pause waits, before
-// confining itself, for this function to have put it in its cgroup, and
-// exits if its starter dies first, so a pause outside its cgroup never
+// user 65535 without capabilities, no_new_privs; meanwhile this function
+// puts it in its cgroup. The pause then waits to be told that it is there,
+// and exits if its starter dies first, so a pause outside its cgroup never
 // outlives its start. On error nothing is left running.
 func startPause(rootfs, cgroupPath string, ns pauseNamespaces) (pid int, startTime uint64, retErr error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
@@ -183,22 +183,25 @@ func startPause(rootfs, cgroupPath string, ns pauseNamespaces) (pid int, startTi
 		}
 		return fmt.Errorf("pause exited before confining itself (%s; is pauseBinary podlab's pause?)", status)
 	}
-	if err := joinPauseCgroup(cgroupPath, pid); errors.Is(err, unix.ESRCH) {
-		return 0, 0, exitedEarly()
-	} else if err != nil {
-		return 0, 0, fmt.Errorf("putting pause in cgroup %s: %w", cgroupPath, err)
+	// ESRCH: the pause has exited already, having said why or not.
+	joinErr := joinPauseCgroup(cgroupPath, pid)
+	if joinErr != nil && !errors.Is(joinErr, unix.ESRCH) {
+		return 0, 0, fmt.Errorf("putting pause in cgroup %s: %w", cgroupPath, joinErr)
 	}
-	// A write to a pause that already exited fails; it then reads EOF.
-	sync.Write([]byte{0})
+	if joinErr == nil {
+		// A write to a pause that exited meanwhile fails; it then
+		// reads EOF below.
+		sync.Write([]byte{0})
+	}
 	sync.SetReadDeadline(time.Now().Add(confineTimeout))
 	answer, err := io.ReadAll(sync)
 	switch {
 	case err != nil:
 		return 0, 0, fmt.Errorf("pause did not confine itself (is pauseBinary podlab's pause?): %w", err)
-	case len(answer) == 0:
-		return 0, 0, exitedEarly()
-	case answer[0] != 0:
+	case len(answer) > 0 && answer[0] != 0:
 		return 0, 0, fmt.Errorf("pause: %s", answer)
+	case len(answer) == 0 || joinErr != nil:
+		return 0, 0, exitedEarly()
 	}
 	startTime, err = proc.StartTime(pid)
 	if err != nil {
