@@ -508,11 +508,17 @@ func (r *Runtime) removePod(ctx context.Context, p *state.Pod, grace time.Durati
 		return errors.Join(err, r.removeContainers(p, rec))
 	}
 	// With every container stopped, their removal and the sandbox's
-	// teardown (pause stop, CNI DEL, netns removal) need
-	// nothing from each other: run them side by side. The pod cgroup
-	// goes last, once both have removed their cgroups under it.
+	// teardown (pause stop, CNI DEL, netns removal) need nothing from each
+	// other: run them side by side. The pod cgroup goes last, once both
+	// have removed their cgroups under it.
 	sandboxDone := make(chan error, 1)
-	go func() { sandboxDone <- r.Sandbox.Release(ctx, p, grace, rec) }()
+	go func() {
+		err := r.Sandbox.Stop(ctx, p, grace, rec)
+		if err != nil {
+			err = fmt.Errorf("stopping pod %s: %w", p.Key(), err)
+		}
+		sandboxDone <- err
+	}()
 	err := r.removeContainers(p, rec)
 	if err := errors.Join(err, <-sandboxDone); err != nil {
 		return err

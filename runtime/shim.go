@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -20,12 +19,12 @@ import (
 // shimProcess is a shim started before its pod exists, so that its start
 // overlaps the sandbox's creation. It follows shim.Requests on its control
 // pipe (fd 4); if that pipe closes before the start request, it exits,
-// having destroyed what it created.
+// having destroyed what it created. Only the goroutine running the pod
+// (RunPod, the sandbox's prepare and its rollback) uses it.
 type shimProcess struct {
 	cmd     *exec.Cmd
-	mu      sync.Mutex // requests come from the sandbox's stages and the caller's
-	control *os.File   // write end: requests, then close
-	status  *os.File   // read end: the shim's answers (fd 3 in the shim)
+	control *os.File // write end: requests, then close
+	status  *os.File // read end: the shim's answers (fd 3 in the shim)
 	answers *json.Decoder
 	exited  chan struct{}
 }
@@ -64,8 +63,6 @@ func (r *Runtime) spawnShim() (*shimProcess, error) {
 
 // send writes one request to the shim.
 func (s *shimProcess) send(req shim.Request) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.control == nil {
 		return errors.New("shim control pipe closed")
 	}
@@ -101,8 +98,6 @@ func (s *shimProcess) release() {
 // exits. Idempotent.
 func (s *shimProcess) abandon() {
 	s.closeControl()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.status != nil {
 		s.status.Close()
 		s.status = nil
@@ -112,8 +107,6 @@ func (s *shimProcess) abandon() {
 // closeControl ends the requests: the shim reads EOF after the last one.
 // Idempotent.
 func (s *shimProcess) closeControl() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.control != nil {
 		s.control.Close()
 		s.control = nil

@@ -473,23 +473,10 @@ func (m *Manager) markStopped(p *state.Pod) error {
 // state record. Idempotent; on error the record stays so that a later rm
 // or gc can finish.
 func (m *Manager) Remove(ctx context.Context, p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
-	if err := m.Release(ctx, p, grace, rec); err != nil {
-		return err
-	}
-	return m.Delete(p, rec)
-}
-
-// Release stops the sandbox if needed (Stop): all of Remove that does not
-// wait for the pod's containers to be deleted. Idempotent.
-func (m *Manager) Release(ctx context.Context, p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
-	if err := m.stopPause(p, grace, rec); err != nil {
-		// As Stop: the network goes; the pause stays for a later rm or gc.
-		return fmt.Errorf("stopping pod %s: %w", p.Key(), errors.Join(err, m.detach(ctx, p, rec)))
-	}
-	if err := m.detach(ctx, p, rec); err != nil {
+	if err := m.Stop(ctx, p, grace, rec); err != nil {
 		return fmt.Errorf("stopping pod %s: %w", p.Key(), err)
 	}
-	return m.markStopped(p)
+	return m.Delete(p, rec)
 }
 
 // Delete removes what is left of a sandbox once its pause has stopped and

@@ -1,9 +1,8 @@
 // Package shim is podlab's per-pod monitor, as containerd-shim and conmon
 // are: a detached process that starts the pod's containers, so that their
 // inits are its children. It reports how the containers' start went over a
-// pipe, then copies each
-// container's stdout/stderr into its CRI-format log, records its exit
-// code, and exits when the last container has exited.
+// pipe, then copies each container's stdout/stderr into its CRI-format log,
+// records its exit code, and exits when the last container has exited.
 //
 // It runs as its own small binary (cmd/podlab-shim), linking libcontainer
 // and little else: libcontainer re-executes the running binary as every
@@ -106,7 +105,6 @@ type Request struct {
 // reporting on status. A pipe closed before any request, or
 // before Start, is not an error: the pod was never made.
 func (s *Shim) Serve(control io.Reader, status *os.File) error {
-	out := &statusWriter{f: status}
 	dec := json.NewDecoder(control)
 	var (
 		podID  string
@@ -142,11 +140,10 @@ func (s *Shim) Serve(control io.Reader, status *os.File) error {
 		}
 	}
 	if preErr != nil {
-		out.write(&Report{Error: preErr.Error(), Seal: s.seal()})
-		out.close()
+		report(status, &Report{Error: preErr.Error(), Seal: s.seal()})
 		return nil
 	}
-	return s.Run(podID, out, pre)
+	return s.Run(podID, status, pre)
 }
 
 // seal is the sealing decisions seen so far (none without a watch).
@@ -157,30 +154,12 @@ func (s *Shim) seal() oci.SealCounts {
 	return s.Seal.Counts()
 }
 
-// statusWriter writes the shim's answers to the status pipe (fd 3), one
-// JSON value each, from any goroutine.
-type statusWriter struct {
-	mu sync.Mutex
-	f  *os.File
-}
-
-func (w *statusWriter) write(v any) {
-	data, _ := json.Marshal(v)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.f != nil {
-		w.f.Write(append(data, '\n'))
-	}
-}
-
-// close ends the stream: the reader sees EOF after the last answer.
-func (w *statusWriter) close() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.f != nil {
-		w.f.Close()
-		w.f = nil
-	}
+// report writes rep, the shim's one answer, to the status pipe (fd 3) and
+// closes it.
+func report(status *os.File, rep *Report) {
+	data, _ := json.Marshal(rep)
+	status.Write(append(data, '\n'))
+	status.Close()
 }
 
 // logToPod sends the shim's stdout and stderr to the pod's shim.log.
@@ -198,9 +177,9 @@ func (s *Shim) logToPod(podID string) error {
 	return nil
 }
 
-// Run starts pod podID's containers and reports on out. pre, if set, is
+// Run starts pod podID's containers and reports on status. pre, if set, is
 // one of them, already created.
-func (s *Shim) Run(podID string, out *statusWriter, pre *started) error {
+func (s *Shim) Run(podID string, status *os.File, pre *started) error {
 	p, err := s.Store.Get(podID)
 	if err != nil {
 		if pre != nil {
@@ -252,8 +231,7 @@ func (s *Shim) Run(podID string, out *statusWriter, pre *started) error {
 		pre.destroy()
 	}
 	rep.Seal = s.seal()
-	out.write(rep)
-	out.close()
+	report(status, rep)
 	wg.Wait()
 	return nil
 }
@@ -427,7 +405,7 @@ func Main(args []string) int {
 		s := &Shim{Store: store, OCI: &oci.Runtime{Root: *ociRoot}, Seal: oci.WatchSeal()}
 		status := os.NewFile(3, "status")
 		if *podID != "" {
-			return s.Run(*podID, &statusWriter{f: status}, nil)
+			return s.Run(*podID, status, nil)
 		}
 		control := os.NewFile(4, "control")
 		defer control.Close()
