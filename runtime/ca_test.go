@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/podlab/podlab/internal/config"
 	"github.com/podlab/podlab/rootfs"
+	"github.com/podlab/podlab/runtime/config"
 )
 
 // writeTestPKI writes a CA and a server certificate for DNS name server,

@@ -3,7 +3,7 @@ package runtime
 import (
 	"testing"
 
-	"github.com/podlab/podlab/internal/testutil/podtest"
+	"github.com/podlab/podlab/test/podtest"
 )
 
 // The test binary stands in for podlab: the libcontainer init, the shim and

@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/podlab/podlab/internal/cleanup"
-	"github.com/podlab/podlab/internal/config"
 	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/manifest"
 	"github.com/podlab/podlab/internal/oci"
@@ -25,6 +24,7 @@ import (
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/rootfs"
+	"github.com/podlab/podlab/runtime/config"
 	"github.com/podlab/podlab/runtime/env"
 	"github.com/podlab/podlab/runtime/inject"
 	"github.com/podlab/podlab/runtime/shim"

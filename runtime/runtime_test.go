@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/podlab/podlab/internal/config"
 	"github.com/podlab/podlab/internal/manifest"
 	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/testutil"
-	"github.com/podlab/podlab/internal/testutil/podtest"
 	"github.com/podlab/podlab/internal/trace"
+	"github.com/podlab/podlab/runtime/config"
 	"github.com/podlab/podlab/runtime/inject"
+	"github.com/podlab/podlab/test/podtest"
 )
 
 // newTestRuntime returns a runtime on the real netns dir and CNI plugins

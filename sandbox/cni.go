@@ -18,10 +18,10 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/vishvananda/netlink"
 
-	"github.com/podlab/podlab/internal/config"
 	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
+	"github.com/podlab/podlab/runtime/config"
 )
 
 // loopbackConflist brings up lo, as a network of its own the way

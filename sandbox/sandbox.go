@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/podlab/podlab/internal/cleanup"
-	"github.com/podlab/podlab/internal/config"
 	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/manifest"
 	"github.com/podlab/podlab/internal/oci"
@@ -24,6 +23,7 @@ import (
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/netns"
+	"github.com/podlab/podlab/runtime/config"
 	"golang.org/x/sys/unix"
 )
 

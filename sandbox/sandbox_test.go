@@ -19,11 +19,11 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/podlab/podlab/internal/config"
 	"github.com/podlab/podlab/internal/manifest"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/testutil"
 	"github.com/podlab/podlab/internal/trace"
+	"github.com/podlab/podlab/runtime/config"
 )
 
 // newTestManager returns a manager on the real netns dir and CNI plugins

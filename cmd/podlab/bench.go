@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/podlab/podlab/internal/bench"
+	"github.com/podlab/podlab/runtime/bench"
 )
 
 func newBenchCmd(g *globalFlags) *cobra.Command {

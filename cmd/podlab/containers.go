@@ -12,12 +12,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/podlab/podlab/internal/config"
 	"github.com/podlab/podlab/internal/manifest"
 	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/runtime"
+	"github.com/podlab/podlab/runtime/config"
 	"github.com/podlab/podlab/runtime/inject"
 )
 

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/podlab/podlab/internal/config"
 	"github.com/podlab/podlab/rootfs"
+	"github.com/podlab/podlab/runtime/config"
 )
 
 func (g *globalFlags) images() (*rootfs.Store, error) {

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
-	"github.com/podlab/podlab/internal/config"
+	"github.com/podlab/podlab/runtime/config"
 	"github.com/podlab/podlab/sandbox"
 )
 

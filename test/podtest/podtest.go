@@ -15,9 +15,9 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/podlab/podlab/internal/config"
 	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/rootfs"
+	"github.com/podlab/podlab/runtime/config"
 	"github.com/podlab/podlab/runtime/inject"
 )
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/podlab/podlab/internal/testutil"
-	"github.com/podlab/podlab/internal/testutil/podtest"
 	"github.com/podlab/podlab/runtime"
+	"github.com/podlab/podlab/test/podtest"
 )
 
 // newTestRuntime is runtime/runtime_test.go's: the real netns dir and CNI
