@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -30,6 +31,9 @@ const (
 
 // ErrNotFound is returned when no pod matches.
 var ErrNotFound = errors.New("pod not found")
+
+// ErrContainerNotFound is returned when no container matches.
+var ErrContainerNotFound = errors.New("container not found")
 
 // ErrExists is returned when a pod with the same namespace/name exists.
 var ErrExists = errors.New("already exists")
@@ -55,6 +59,15 @@ type Pod struct {
 	ShimStart    uint64   `json:"shimStartTime,omitempty"`
 	CgroupPath   string   `json:"cgroupPath,omitempty"`
 	Hostname     string   `json:"hostname,omitempty"`
+	// Attempt, Labels, Annotations and LogDirectory come from the CRI
+	// PodSandboxConfig (for pods of podlab run, from the manifest).
+	Attempt      uint32            `json:"attempt,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	Annotations  map[string]string `json:"annotations,omitempty"`
+	LogDirectory string            `json:"logDirectory,omitempty"`
+	// ShimSocket is the long-lived shim's task socket (pods made through
+	// the CRI operations); "" for a pod run by the one-shot shim.
+	ShimSocket string `json:"shimSocket,omitempty"`
 	HostNetwork  bool     `json:"hostNetwork,omitempty"`
 	HostPID      bool     `json:"hostPID,omitempty"`
 	HostIPC      bool     `json:"hostIPC,omitempty"`
@@ -84,6 +97,16 @@ type Container struct {
 	Bundle     string     `json:"bundle,omitempty"`
 	LogPath    string     `json:"logPath,omitempty"`
 	CgroupPath string     `json:"cgroupPath,omitempty"`
+	// From the CRI ContainerConfig.
+	Attempt     uint32            `json:"attempt,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	ImageRef    string            `json:"imageRef,omitempty"`
+	CreatedAt   time.Time         `json:"createdAt,omitempty"`
+	// Reason is why the container exited or failed (Completed, Error,
+	// ContainerCannotRun), Message a human-readable detail.
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // Event is something worth telling the user about a pod, like kubectl events.
@@ -123,7 +146,7 @@ type Store struct {
 // Open creates the store's directories (0700: records hold manifests that
 // may include secrets).
 func Open(dir string) (*Store, error) {
-	for _, d := range []string{dir, filepath.Join(dir, "pods"), filepath.Join(dir, "locks"), filepath.Join(dir, "names")} {
+	for _, d := range []string{dir, filepath.Join(dir, "pods"), filepath.Join(dir, "locks"), filepath.Join(dir, "names"), filepath.Join(dir, "containers")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("creating state dir: %w", err)
 		}
@@ -151,7 +174,7 @@ func (s *Store) Create(p *Pod) error {
 		return err
 	}
 	if err := os.Mkdir(s.PodDir(p.ID), 0o700); err != nil {
-		s.releaseName(p.Namespace, p.Name, p.ID)
+		s.releaseName(p)
 		return fmt.Errorf("creating pod dir: %w", err)
 	}
 	if err := s.Save(p); err != nil {
@@ -161,15 +184,22 @@ func (s *Store) Create(p *Pod) error {
 	return nil
 }
 
-func (s *Store) namePath(namespace, name string) string {
-	return filepath.Join(s.dir, "names", namespace+"_"+name)
+// namePath is the reservation of namespace/name at a CRI attempt: the
+// kubelet makes attempt N+1 of a pod's sandbox while attempt N, stopped,
+// still exists. "_" cannot occur in a namespace (a DNS label).
+func (s *Store) namePath(namespace, name string, attempt uint32) string {
+	key := namespace + "_" + name
+	if attempt > 0 {
+		key += "_" + strconv.FormatUint(uint64(attempt), 10)
+	}
+	return filepath.Join(s.dir, "names", key)
 }
 
-// reserveName records namespace/name → p.ID, unless a recorded pod holds
-// the name. A reservation whose pod has no record (a crash between the
-// two) is stale and taken over.
+// reserveName records namespace/name (at p's attempt) → p.ID, unless a
+// recorded pod holds the name. A reservation whose pod has no record (a
+// crash between the two) is stale and taken over.
 func (s *Store) reserveName(p *Pod) error {
-	path := s.namePath(p.Namespace, p.Name)
+	path := s.namePath(p.Namespace, p.Name, p.Attempt)
 	for range 2 {
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err == nil {
@@ -183,9 +213,13 @@ func (s *Store) reserveName(p *Pod) error {
 		if !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("reserving pod name %s: %w", p.Key(), err)
 		}
-		existing, err := s.byName(p.Namespace, p.Name)
+		existing, err := s.reserved(path)
 		if err == nil {
-			return fmt.Errorf("pod %q %w (id %s, state %s)", p.Key(), ErrExists, ShortID(existing.ID), existing.State)
+			what := p.Key()
+			if p.Attempt > 0 {
+				what += fmt.Sprintf(" (attempt %d)", p.Attempt)
+			}
+			return fmt.Errorf("pod %q %w (id %s, state %s)", what, ErrExists, ShortID(existing.ID), existing.State)
 		}
 		if !errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("pod %q: reserved by a record that cannot be read: %w", p.Key(), err)
@@ -195,9 +229,14 @@ func (s *Store) reserveName(p *Pod) error {
 	return fmt.Errorf("reserving pod name %s: %w", p.Key(), ErrExists)
 }
 
-// byName is the recorded pod the name index points at.
+// byName is the recorded pod the name index points at (attempt 0).
 func (s *Store) byName(namespace, name string) (*Pod, error) {
-	id, err := os.ReadFile(s.namePath(namespace, name))
+	return s.reserved(s.namePath(namespace, name, 0))
+}
+
+// reserved is the recorded pod that holds the reservation at path.
+func (s *Store) reserved(path string) (*Pod, error) {
+	id, err := os.ReadFile(path)
 	if err != nil || len(id) == 0 || strings.ContainsAny(string(id), "/.") {
 		return nil, ErrNotFound
 	}
@@ -205,16 +244,16 @@ func (s *Store) byName(namespace, name string) (*Pod, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.Namespace != namespace || p.Name != name {
+	if s.namePath(p.Namespace, p.Name, p.Attempt) != path {
 		return nil, ErrNotFound
 	}
 	return p, nil
 }
 
-// releaseName removes the name's reservation if it is id's.
-func (s *Store) releaseName(namespace, name, id string) {
-	path := s.namePath(namespace, name)
-	if cur, err := os.ReadFile(path); err == nil && string(cur) == id {
+// releaseName removes p's name reservation if it is p's.
+func (s *Store) releaseName(p *Pod) {
+	path := s.namePath(p.Namespace, p.Name, p.Attempt)
+	if cur, err := os.ReadFile(path); err == nil && string(cur) == p.ID {
 		os.Remove(path)
 	}
 }
@@ -318,7 +357,10 @@ func (s *Store) Delete(p *Pod) error {
 	if err := s.DeleteOrphan(p.ID); err != nil {
 		return err
 	}
-	s.releaseName(p.Namespace, p.Name, p.ID)
+	for _, c := range p.Containers {
+		s.UnindexContainer(c.ID)
+	}
+	s.releaseName(p)
 	return nil
 }
 
@@ -340,17 +382,24 @@ func (s *Store) PruneNames() (pruned []string, err error) {
 		return nil, fmt.Errorf("listing pod names: %w", err)
 	}
 	for _, e := range entries {
-		// "_" cannot occur in a namespace (a DNS label): the first one splits.
+		// "_" cannot occur in a namespace (a DNS label): the first one
+		// splits; a trailing _N is the attempt.
 		namespace, name, ok := strings.Cut(e.Name(), "_")
 		if !ok {
 			continue
+		}
+		if i := strings.LastIndexByte(name, '_'); i > 0 {
+			if _, err := strconv.ParseUint(name[i+1:], 10, 32); err == nil {
+				name = name[:i]
+			}
 		}
 		lock, err := s.TryLockPod(namespace, name)
 		if err != nil || lock == nil {
 			continue
 		}
-		if _, err := s.byName(namespace, name); errors.Is(err, ErrNotFound) {
-			if os.Remove(s.namePath(namespace, name)) == nil {
+		path := filepath.Join(s.dir, "names", e.Name())
+		if _, err := s.reserved(path); errors.Is(err, ErrNotFound) {
+			if os.Remove(path) == nil {
 				pruned = append(pruned, namespace+"/"+name)
 			}
 			lock.UnlockAndRemove()

@@ -137,13 +137,13 @@ func TestNameReservations(t *testing.T) {
 	if err := s.Delete(p); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(s.namePath("default", "web")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(s.namePath("default", "web", 0)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("name reservation after Delete: %v", err)
 	}
 
 	// A crash after the reservation, before the record.
 	stale := newPod("web")
-	if err := os.WriteFile(s.namePath("default", "web"), []byte(stale.ID), 0o600); err != nil {
+	if err := os.WriteFile(s.namePath("default", "web", 0), []byte(stale.ID), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	again := newPod("web")
@@ -154,7 +154,7 @@ func TestNameReservations(t *testing.T) {
 		t.Fatalf("Find = %v, %v; want %s", got, err, ShortID(again.ID))
 	}
 
-	if err := os.WriteFile(s.namePath("default", "gone"), []byte(stale.ID), 0o600); err != nil {
+	if err := os.WriteFile(s.namePath("default", "gone", 0), []byte(stale.ID), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	pruned, err := s.PruneNames()

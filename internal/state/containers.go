@@ -1,0 +1,126 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// The container index maps a container's id to its pod's: containers/<id>
+// holds the pod id. A CRI call names a container by id alone; the index
+// finds its pod without reading every record, as containerd's container
+// store and CRI-O's ctrIDIndex do.
+
+func (s *Store) containerIndexPath(id string) string {
+	return filepath.Join(s.dir, "containers", id)
+}
+
+// IndexContainer records that container ctrID belongs to pod podID. It is
+// written before the container exists, with the record that names it.
+func (s *Store) IndexContainer(podID, ctrID string) error {
+	if !validID(podID) || !validID(ctrID) {
+		return fmt.Errorf("indexing container %s: malformed id", ShortID(ctrID))
+	}
+	if err := os.WriteFile(s.containerIndexPath(ctrID), []byte(podID), 0o600); err != nil {
+		return fmt.Errorf("indexing container %s: %w", ShortID(ctrID), err)
+	}
+	return nil
+}
+
+// UnindexContainer forgets container id. Idempotent.
+func (s *Store) UnindexContainer(id string) {
+	if validID(id) {
+		os.Remove(s.containerIndexPath(id))
+	}
+}
+
+// validID reports whether id is a plain name that cannot leave a directory.
+func validID(id string) bool {
+	return id != "" && !strings.ContainsAny(id, "/\x00") && id != "." && id != ".."
+}
+
+// resolvePrefix is the one entry of dir that is prefix or starts with it.
+func resolvePrefix(dir, prefix, what string, notFound error) (string, error) {
+	if !validID(prefix) {
+		return "", fmt.Errorf("%s id %q: %w", what, prefix, notFound)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, prefix)); err == nil {
+		return prefix, nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("listing %ss: %w", what, err)
+	}
+	var match []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			match = append(match, e.Name())
+		}
+	}
+	switch len(match) {
+	case 1:
+		return match[0], nil
+	case 0:
+		return "", fmt.Errorf("%s %q: %w", what, prefix, notFound)
+	default:
+		return "", fmt.Errorf("%s id prefix %q is ambiguous (%d match)", what, prefix, len(match))
+	}
+}
+
+// PodByID returns the pod whose id is id or starts with it (a unique prefix,
+// as crictl users type them).
+func (s *Store) PodByID(id string) (*Pod, error) {
+	full, err := resolvePrefix(filepath.Join(s.dir, "pods"), id, "pod", ErrNotFound)
+	if err != nil {
+		return nil, err
+	}
+	return s.Get(full)
+}
+
+// ContainerByID returns the pod holding the container whose id is id or
+// starts with it, and that container in the pod's record.
+func (s *Store) ContainerByID(id string) (*Pod, *Container, error) {
+	full, err := resolvePrefix(filepath.Join(s.dir, "containers"), id, "container", ErrContainerNotFound)
+	if err != nil {
+		return nil, nil, err
+	}
+	podID, err := os.ReadFile(s.containerIndexPath(full))
+	if err != nil {
+		return nil, nil, fmt.Errorf("container %s: %w", ShortID(full), ErrContainerNotFound)
+	}
+	p, err := s.Get(string(podID))
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil, fmt.Errorf("container %s (its pod is gone): %w", ShortID(full), ErrContainerNotFound)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	c := p.Container(full)
+	if c == nil {
+		return nil, nil, fmt.Errorf("container %s: %w", ShortID(full), ErrContainerNotFound)
+	}
+	return p, c, nil
+}
+
+// Container is p's container with id, or nil.
+func (p *Pod) Container(id string) *Container {
+	for i := range p.Containers {
+		if p.Containers[i].ID == id {
+			return &p.Containers[i]
+		}
+	}
+	return nil
+}
+
+// RemoveContainer drops container id from p's record (the caller saves).
+func (p *Pod) RemoveContainer(id string) {
+	out := p.Containers[:0]
+	for _, c := range p.Containers {
+		if c.ID != id {
+			out = append(out, c)
+		}
+	}
+	p.Containers = out
+}
