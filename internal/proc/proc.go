@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,4 +107,33 @@ func waitExit(fd int, timeout time.Duration) (bool, error) {
 			return false, nil
 		}
 	}
+}
+
+// FindByArgs returns the pids of processes whose command line holds args,
+// consecutive and in order: a process podlab started with a unique marker
+// (a shim's --serve SOCKET) is found even when its pid was never recorded.
+func FindByArgs(args ...string) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || len(data) == 0 {
+			continue
+		}
+		argv := strings.Split(strings.TrimSuffix(string(data), "\x00"), "\x00")
+		for i := 0; i+len(args) <= len(argv); i++ {
+			if slices.Equal(argv[i:i+len(args)], args) {
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	return pids
 }

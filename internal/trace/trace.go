@@ -31,6 +31,10 @@ type Recorder struct {
 // New returns a recorder whose zero offset is now.
 func New() *Recorder { return &Recorder{begin: time.Now()} }
 
+// NewAt returns a recorder whose zero offset is begin: a later operation
+// on a pod (a CRI CreateContainer) records on the pod's own time line.
+func NewAt(begin time.Time) *Recorder { return &Recorder{begin: begin} }
+
 // Begin is the wall-clock time of offset zero.
 func (r *Recorder) Begin() time.Time { return r.begin }
 
