@@ -73,11 +73,58 @@ func (m *Manager) CgroupPath(podID string) string {
 	return filepath.Join(m.Config.CgroupParent, podID)
 }
 
+// Spec is what a sandbox is made from: the fields of a CRI
+// PodSandboxConfig that podlab acts on. Data only.
+type Spec struct {
+	Name, Namespace, UID string
+	Attempt              uint32
+	Hostname             string
+	HostNetwork          bool
+	HostPID              bool
+	HostIPC              bool
+	// ShareProcNS: the pod's containers share the pause's PID namespace
+	// (NamespaceMode POD for pid).
+	ShareProcNS            bool
+	TerminationGracePeriod *int64
+	Labels, Annotations    map[string]string
+	LogDirectory           string
+	// Sysctls are namespaced sysctls (net.*, IPC ones) to set in the pod's
+	// namespaces before any container starts; the caller validated them.
+	Sysctls map[string]string
+}
+
+// SpecFromPod is the sandbox of a v1 Pod, as the kubelet's
+// generatePodSandboxConfig makes it.
+func SpecFromPod(pod *corev1.Pod) Spec {
+	spec := pod.Spec
+	return Spec{
+		Name:        pod.Name,
+		Namespace:   pod.Namespace,
+		UID:         string(pod.UID),
+		Hostname:    podHostname(pod),
+		HostNetwork: spec.HostNetwork,
+		HostPID:     spec.HostPID,
+		HostIPC:     spec.HostIPC,
+		ShareProcNS: spec.ShareProcessNamespace != nil && *spec.ShareProcessNamespace,
+		Labels:      pod.Labels,
+		Annotations: pod.Annotations,
+
+		TerminationGracePeriod: spec.TerminationGracePeriodSeconds,
+	}
+}
+
 // Run creates the sandbox of mf's pod and marks it Ready. The caller holds
 // the pod's lock (Store.LockPod). On error everything done so far is undone,
 // including the state record, and the error says which stage failed.
 func (m *Manager) Run(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder) (*state.Pod, error) {
-	return m.run(ctx, mf, rec, true, nil, nil)
+	return m.run(ctx, SpecFromPod(mf.Pod), rec, true, nil, nil)
+}
+
+// RunSpec creates a sandbox from spec, as CRI RunPodSandbox does, and
+// leaves it Creating for the caller to finish (start its shim) and mark
+// Ready. The caller holds the pod's lock. On error nothing is left.
+func (m *Manager) RunSpec(ctx context.Context, spec Spec, rec *trace.Recorder) (*state.Pod, error) {
+	return m.run(ctx, spec, rec, false, nil, nil)
 }
 
 // Prepare is a caller's work that needs the pod's namespaces and cgroup but
@@ -100,25 +147,28 @@ type Shim struct {
 // leave a record gc recognizes as unfinished. prepare, if set, runs beside
 // CNI ADD; shim, if set, is recorded.
 func (m *Manager) Create(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder, prepare Prepare, shim *Shim) (*state.Pod, error) {
-	return m.run(ctx, mf, rec, false, prepare, shim)
+	return m.run(ctx, SpecFromPod(mf.Pod), rec, false, prepare, shim)
 }
 
-func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder, ready bool, prepare Prepare, shim *Shim) (pod *state.Pod, retErr error) {
-	spec := mf.Pod.Spec
+func (m *Manager) run(ctx context.Context, spec Spec, rec *trace.Recorder, ready bool, prepare Prepare, shim *Shim) (pod *state.Pod, retErr error) {
 	p := &state.Pod{
-		ID:          state.NewID(),
-		Name:        mf.Pod.Name,
-		Namespace:   mf.Pod.Namespace,
-		UID:         string(mf.Pod.UID),
-		State:       state.PodCreating,
-		Created:     time.Now().UTC(),
-		HostNetwork: spec.HostNetwork,
-		HostPID:     spec.HostPID,
-		HostIPC:     spec.HostIPC,
-		ShareProcNS: spec.ShareProcessNamespace != nil && *spec.ShareProcessNamespace,
-		Hostname:    podHostname(mf.Pod),
+		ID:           state.NewID(),
+		Name:         spec.Name,
+		Namespace:    spec.Namespace,
+		UID:          spec.UID,
+		Attempt:      spec.Attempt,
+		State:        state.PodCreating,
+		Created:      time.Now().UTC(),
+		HostNetwork:  spec.HostNetwork,
+		HostPID:      spec.HostPID,
+		HostIPC:      spec.HostIPC,
+		ShareProcNS:  spec.ShareProcNS,
+		Hostname:     spec.Hostname,
+		Labels:       spec.Labels,
+		Annotations:  spec.Annotations,
+		LogDirectory: spec.LogDirectory,
 
-		TerminationGracePeriod: spec.TerminationGracePeriodSeconds,
+		TerminationGracePeriod: spec.TerminationGracePeriod,
 	}
 	p.CgroupPath = m.CgroupPath(p.ID)
 	if shim != nil {
@@ -223,6 +273,14 @@ func (m *Manager) run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 		end(err)
 		if err != nil {
 			return nil, fmt.Errorf("namespaces stage: %w", err)
+		}
+	}
+	if len(spec.Sysctls) > 0 {
+		end = rec.Start("sysctls")
+		err = applySysctls(p, spec.Sysctls)
+		end(err)
+		if err != nil {
+			return nil, fmt.Errorf("sysctls stage: %w", err)
 		}
 	}
 
