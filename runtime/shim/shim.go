@@ -244,16 +244,26 @@ type started struct {
 	proc     *oci.Process
 	bundle   string
 	pumps    sync.WaitGroup
-	log      *os.File
+	log      *criLogWriter // nil: no log path, output discarded
 	spans    []AbsSpan
 }
 
 // create does `runc create` for c: its init waits to exec c's process,
-// and its stdout and stderr already go to c's log.
+// and its stdout and stderr already go to c's log. A container without a
+// log path (CRI allows it) has its output discarded.
 func (s *Shim) create(c state.Container) (*started, error) {
 	spec, err := oci.ReadSpec(c.Bundle)
 	if err != nil {
 		return nil, fmt.Errorf("container %q: %w", c.Name, err)
+	}
+	if c.LogPath == "" {
+		t0 := time.Now()
+		created, err := s.OCI.Create(c.ID, c.Bundle, spec, oci.Stdio{})
+		if err != nil {
+			return nil, fmt.Errorf("container %q: %w", c.Name, err)
+		}
+		return &started{id: c.ID, name: c.Name, created: created, bundle: c.Bundle,
+			spans: []AbsSpan{span(c.Name, "create", t0, time.Since(t0))}}, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(c.LogPath), 0o755); err != nil {
 		return nil, err
@@ -285,9 +295,9 @@ func (s *Shim) create(c state.Container) (*started, error) {
 		logf.Close()
 		return nil, fmt.Errorf("container %q: %w", c.Name, err)
 	}
-	run := &started{id: c.ID, name: c.Name, created: created, bundle: c.Bundle, log: logf}
-	run.spans = append(run.spans, span(c.Name, "create", t0, dur))
 	w := &criLogWriter{f: logf}
+	run := &started{id: c.ID, name: c.Name, created: created, bundle: c.Bundle, log: w}
+	run.spans = append(run.spans, span(c.Name, "create", t0, dur))
 	run.pumps.Add(2)
 	go func() { defer run.pumps.Done(); w.copyStream("stdout", outR); outR.Close() }()
 	go func() { defer run.pumps.Done(); w.copyStream("stderr", errR); errR.Close() }()
@@ -305,7 +315,7 @@ func (r *started) start() (Container, error) {
 	dur := time.Since(t0)
 	if err != nil {
 		r.pumps.Wait()
-		r.log.Close()
+		r.log.close()
 		return Container{}, fmt.Errorf("container %q: %w", r.name, err)
 	}
 	r.proc = proc
@@ -320,7 +330,7 @@ func (r *started) destroy() {
 		fmt.Fprintf(os.Stderr, "podlab-shim: destroying container %q: %v\n", r.name, err)
 	}
 	r.pumps.Wait()
-	r.log.Close()
+	r.log.close()
 }
 
 // wait waits for the container's exit and its logs to drain, then records
@@ -331,7 +341,7 @@ func (r *started) wait() int {
 		code = 255
 	}
 	r.pumps.Wait()
-	r.log.Close()
+	r.log.close()
 	writeExit(r.bundle, Exit{ExitCode: code, FinishedAt: time.Now().UTC()})
 	return code
 }
@@ -341,7 +351,42 @@ func (r *started) wait() int {
 // split into partial (P) records, as CRI runtimes do.
 type criLogWriter struct {
 	mu sync.Mutex
-	f  *os.File
+	f  *os.File // nil once closed
+}
+
+// reopen switches to a new file at path, after the kubelet rotated the
+// old one away: records already written stay in the old file.
+func (w *criLogWriter) reopen(path string) error {
+	if w == nil {
+		return errors.New("container has no log")
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f == nil {
+		f.Close()
+		return errors.New("container log is closed: the container has exited")
+	}
+	old := w.f
+	w.f = f
+	return old.Close()
+}
+
+// close closes the log; later records are dropped. Safe on a nil writer
+// (a container without a log) and idempotent.
+func (w *criLogWriter) close() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f != nil {
+		w.f.Close()
+		w.f = nil
+	}
 }
 
 const maxLine = 16 * 1024
@@ -377,17 +422,22 @@ func (w *criLogWriter) write(stream, tag string, content []byte) {
 	buf = append(buf, ' ')
 	buf = append(buf, content...)
 	buf = append(buf, '\n')
-	w.f.Write(buf)
+	if w.f != nil {
+		w.f.Write(buf)
+	}
 }
 
 // Main is the shim binary's body: `podlab-shim --state-dir DIR --oci-root
 // DIR [--pod ID]`, reporting on fd 3. Without --pod it was started ahead of
-// its pod and follows the requests on fd 4 (Request).
+// its pod and follows the requests on fd 4 (Request). With --pod ID --serve
+// SOCKET it is the pod's long-lived shim, serving the task API on SOCKET
+// (ServeTasks) until Shutdown.
 func Main(args []string) int {
 	fs := flag.NewFlagSet("podlab-shim", flag.ContinueOnError)
 	stateDir := fs.String("state-dir", "", "podlab state directory")
 	ociRoot := fs.String("oci-root", "", "libcontainer state directory")
 	podID := fs.String("pod", "", "pod id (default: read from fd 4)")
+	serve := fs.String("serve", "", "serve the task API on this unix socket until Shutdown (needs --pod)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -395,15 +445,27 @@ func Main(args []string) int {
 		fmt.Fprintln(os.Stderr, "podlab-shim: --state-dir and --oci-root are required")
 		return 2
 	}
+	if *serve != "" && *podID == "" {
+		fmt.Fprintln(os.Stderr, "podlab-shim: --serve needs --pod")
+		return 2
+	}
 	// Signals meant for the terminal or session that ran podlab are not ours.
 	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
 	err := func() error {
+		status := os.NewFile(3, "status")
 		store, err := state.Open(*stateDir)
 		if err != nil {
+			if *serve != "" {
+				status.WriteString(err.Error() + "\n")
+				status.Close()
+			}
 			return err
 		}
+		if *serve != "" {
+			s := &Shim{Store: store, OCI: &oci.Runtime{Root: *ociRoot}}
+			return s.ServeTasks(*podID, *serve, status)
+		}
 		s := &Shim{Store: store, OCI: &oci.Runtime{Root: *ociRoot}, Seal: oci.WatchSeal()}
-		status := os.NewFile(3, "status")
 		if *podID != "" {
 			return s.Run(*podID, status, nil)
 		}

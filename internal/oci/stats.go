@@ -1,0 +1,53 @@
+package oci
+
+import (
+	"fmt"
+
+	"github.com/opencontainers/cgroups"
+)
+
+// Usage is what the kubelet's summary API and the CRI ContainerStats ask
+// of a container's cgroup.
+type Usage struct {
+	CPUUsageNanos uint64 // cumulative CPU time, all CPUs
+	// MemoryUsageBytes is the cgroup's whole charge, page cache included;
+	// MemoryWorkingSetBytes leaves out the inactive file cache, which the
+	// kernel reclaims first: the figure the kubelet evicts on.
+	MemoryUsageBytes      uint64
+	MemoryWorkingSetBytes uint64
+}
+
+// Usage reads the container's cgroup, v1 or v2 (whichever manager
+// libcontainer chose for this host).
+func (c *Created) Usage() (Usage, error) {
+	st, err := c.c.Stats()
+	if err != nil {
+		return Usage{}, fmt.Errorf("stats of container %s: %w", c.c.ID(), err)
+	}
+	if st.CgroupStats == nil {
+		return Usage{}, fmt.Errorf("stats of container %s: no cgroup stats", c.c.ID())
+	}
+	return usageOf(st.CgroupStats, cgroups.IsCgroup2UnifiedMode()), nil
+}
+
+// usageOf computes Usage as containerd's CRI plugin and cAdvisor do: the
+// working set is usage minus inactive file pages, from memory.stat's
+// total_inactive_file (v1, hierarchical) or inactive_file (v2, always
+// hierarchical).
+func usageOf(s *cgroups.Stats, v2 bool) Usage {
+	u := Usage{
+		CPUUsageNanos:    s.CpuStats.CpuUsage.TotalUsage,
+		MemoryUsageBytes: s.MemoryStats.Usage.Usage,
+	}
+	key := "total_inactive_file"
+	if v2 {
+		key = "inactive_file"
+	}
+	u.MemoryWorkingSetBytes = u.MemoryUsageBytes
+	if inactive := s.MemoryStats.Stats[key]; inactive < u.MemoryWorkingSetBytes {
+		u.MemoryWorkingSetBytes -= inactive
+	} else {
+		u.MemoryWorkingSetBytes = 0
+	}
+	return u
+}

@@ -1,0 +1,1018 @@
+package shim
+
+// The long-lived shim (`podlab-shim --serve SOCKET`), as containerd's shim
+// v2 is for a task: one per pod, started before the pod's first container,
+// serving create/start/stop/kill/delete/state/exec/reopen-log/stats for any
+// container of the pod until Shutdown. It is the parent of the containers'
+// inits (and, as a child subreaper, of their exec'd processes), so their
+// exits are its to collect, whoever its client is and however often that
+// client restarts.
+//
+// The API is JSON-RPC 1.0 on a unix socket, as net/rpc/jsonrpc speaks it
+// (service "Task", one method per call below): no grpc or protobuf in a
+// binary that libcontainer re-executes as every container's init. Both
+// ends are written here rather than with net/rpc, which links net/http,
+// crypto/tls and html/template: +5 MB of binary and 38 more package inits,
+// run by every container start before libcontainer's init.
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/podlab/podlab/internal/errdefs"
+	"github.com/podlab/podlab/internal/oci"
+	"github.com/podlab/podlab/internal/proc"
+	"github.com/podlab/podlab/internal/state"
+)
+
+// Statuses of a container in ContainerState.
+const (
+	StatusCreated = "created" // runc create done, its init waits for Start
+	StatusRunning = "running"
+	StatusStopped = "stopped" // its init has exited, the exit is recorded
+	StatusUnknown = "unknown" // being created, or not held by the shim
+)
+
+// CreateRequest asks for `runc create` of the bundle's config.json.
+// Stdout and stderr go to LogPath in the CRI log format; an empty LogPath
+// discards them.
+type CreateRequest struct {
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Bundle  string `json:"bundle"`
+	LogPath string `json:"logPath,omitempty"`
+}
+
+type CreateResponse struct {
+	PID int `json:"pid"` // the init, waiting for Start
+}
+
+// IDRequest names one container of the pod.
+type IDRequest struct {
+	ID string `json:"id"`
+}
+
+type StartResponse struct {
+	PID       int       `json:"pid"`
+	StartedAt time.Time `json:"startedAt"`
+}
+
+// StopRequest asks for SIGTERM, then SIGKILL once TimeoutSeconds have
+// passed (at once if 0).
+type StopRequest struct {
+	ID             string `json:"id"`
+	TimeoutSeconds int64  `json:"timeoutSeconds"`
+}
+
+type KillRequest struct {
+	ID     string `json:"id"`
+	Signal int    `json:"signal"`
+}
+
+// ContainerState is the shim's record of a container. PID and the times
+// stay once the container has stopped.
+type ContainerState struct {
+	ID         string    `json:"id"`
+	Status     string    `json:"status"`
+	PID        int       `json:"pid,omitempty"`
+	ExitCode   int       `json:"exitCode"`
+	StartedAt  time.Time `json:"startedAt,omitzero"`
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
+}
+
+// ExecRequest runs Process in the running container. Process is used as
+// given (args, env, cwd, user, capabilities, no_new_privs): callers derive
+// it from the container's own spec, as runc exec's process.json is.
+type ExecRequest struct {
+	ID             string        `json:"id"`
+	Process        specs.Process `json:"process"`
+	TimeoutSeconds int64         `json:"timeoutSeconds,omitempty"` // 0: none
+}
+
+// ExecResponse carries the first execOutputCap bytes of each stream.
+type ExecResponse struct {
+	Stdout   []byte `json:"stdout,omitempty"`
+	Stderr   []byte `json:"stderr,omitempty"`
+	ExitCode int    `json:"exitCode"`
+	TimedOut bool   `json:"timedOut,omitempty"`
+}
+
+// Stats is a container's cgroup usage at Timestamp.
+type Stats struct {
+	CPUUsageNanos         uint64    `json:"cpuUsageNanos"`
+	MemoryWorkingSetBytes uint64    `json:"memoryWorkingSetBytes"`
+	MemoryUsageBytes      uint64    `json:"memoryUsageBytes"`
+	Timestamp             time.Time `json:"timestamp"`
+}
+
+// Empty is the argument or answer of calls that carry none.
+type Empty struct{}
+
+const (
+	// execOutputCap bounds each stream an exec returns, as containerd's
+	// ExecSync does; the rest is read and dropped so the process never
+	// blocks on a full pipe.
+	execOutputCap = 16 << 20
+	// execDrainTimeout bounds the wait for an exec's output once it has
+	// exited: a background child it left can hold the pipes open for good.
+	execDrainTimeout = 2 * time.Second
+	// killTimeout bounds the wait for an exit after SIGKILL.
+	killTimeout = 10 * time.Second
+	// startExitCode is recorded for a container whose start failed (its
+	// init was destroyed), as containerd's CRI plugin records it.
+	startExitCode = 128
+)
+
+// taskContainer is one container the shim holds.
+type taskContainer struct {
+	id, name, bundle, logPath string
+
+	// op serializes the lifecycle calls (Create, Start, Stop, Delete,
+	// Shutdown) on this container; State, Kill, Exec, ReopenLog and Stats
+	// do not wait for them.
+	op sync.Mutex
+
+	mu         sync.Mutex // guards the fields below
+	status     string
+	run        *started // set once created
+	pid        int
+	exitCode   int
+	startedAt  time.Time
+	finishedAt time.Time
+	gone       bool          // deleted: callers that found it before must not use it
+	exited     chan struct{} // closed once the exit is recorded
+}
+
+func (c *taskContainer) snapshot() ContainerState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return ContainerState{ID: c.id, Status: c.status, PID: c.pid, ExitCode: c.exitCode, StartedAt: c.startedAt, FinishedAt: c.finishedAt}
+}
+
+// current returns the status and handle under the lock.
+func (c *taskContainer) current() (string, *started) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.status, c.run
+}
+
+// taskService is the "Task" service. Its exported methods are the RPCs
+// (see methods).
+type taskService struct {
+	shim *Shim
+
+	mu         sync.Mutex
+	containers map[string]*taskContainer
+	closing    bool // Shutdown began: no new containers
+
+	// spawn is read-held across every libcontainer call that forks and
+	// waits for a process of its own (create, start, exec, destroy with its
+	// hooks), and write-held by the reaper, which therefore never reaps a
+	// process libcontainer is about to wait for. Processes that outlive
+	// those calls (inits, exec'd processes) are in owned until waited for.
+	spawn   sync.RWMutex
+	ownedMu sync.Mutex
+	owned   map[int]bool
+
+	shutdownOnce sync.Once
+	shutdown     chan struct{} // closed when Shutdown has emptied the shim
+	answerOnce   sync.Once
+	answered     chan struct{} // closed once Shutdown's answer is written
+}
+
+func newTaskService(s *Shim) *taskService {
+	return &taskService{
+		shim:       s,
+		containers: map[string]*taskContainer{},
+		owned:      map[int]bool{},
+		shutdown:   make(chan struct{}),
+		answered:   make(chan struct{}),
+	}
+}
+
+// kindError is an error of one errdefs kind whose message is its own.
+type kindError struct {
+	kind error
+	msg  string
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.kind }
+
+func kinded(kind error, format string, a ...any) error {
+	return &kindError{kind: kind, msg: fmt.Sprintf(format, a...)}
+}
+
+func notFound(id string) error {
+	return kinded(errdefs.ErrNotFound, "container %s not found", id)
+}
+
+func notRunning(id string) error {
+	return kinded(errdefs.ErrFailedPrecondition, "container %s is not running", id)
+}
+
+// wireKinds are the errdefs kinds an answer carries, as a "[kind] " prefix
+// of its message (JSON-RPC's error is just a string); the client strips
+// it.
+var wireKinds = []struct {
+	name string
+	err  error
+}{
+	{"not-found", errdefs.ErrNotFound},
+	{"already-exists", errdefs.ErrAlreadyExists},
+	{"failed-precondition", errdefs.ErrFailedPrecondition},
+	{"invalid-argument", errdefs.ErrInvalidArgument},
+}
+
+// answer is the message an RPC answers for err.
+func answer(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, k := range wireKinds {
+		if errors.Is(err, k.err) {
+			return errors.New("[" + k.name + "] " + err.Error())
+		}
+	}
+	return err
+}
+
+// spawning runs f, a libcontainer call that forks, while the reaper waits.
+func (t *taskService) spawning(f func() error) error {
+	t.spawn.RLock()
+	defer t.spawn.RUnlock()
+	return f()
+}
+
+// own marks pid as waited for by its own goroutine; the reaper leaves it.
+// Call it within spawning, before the process can be reaped.
+func (t *taskService) own(pid int) {
+	t.ownedMu.Lock()
+	t.owned[pid] = true
+	t.ownedMu.Unlock()
+}
+
+func (t *taskService) disown(pid int) {
+	t.ownedMu.Lock()
+	delete(t.owned, pid)
+	t.ownedMu.Unlock()
+}
+
+func (t *taskService) isOwned(pid int) bool {
+	t.ownedMu.Lock()
+	defer t.ownedMu.Unlock()
+	return t.owned[pid]
+}
+
+// find returns the container id, nil if the shim does not hold it.
+func (t *taskService) find(id string) *taskContainer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.containers[id]
+}
+
+// lock finds container id and takes its op lock.
+func (t *taskService) lock(id string) (*taskContainer, error) {
+	c := t.find(id)
+	if c == nil {
+		return nil, notFound(id)
+	}
+	c.op.Lock()
+	c.mu.Lock()
+	gone := c.gone
+	c.mu.Unlock()
+	if gone {
+		c.op.Unlock()
+		return nil, notFound(id)
+	}
+	return c, nil
+}
+
+// forget removes c from the shim (op held).
+func (t *taskService) forget(c *taskContainer) {
+	t.mu.Lock()
+	delete(t.containers, c.id)
+	t.mu.Unlock()
+	c.mu.Lock()
+	c.gone = true
+	c.mu.Unlock()
+}
+
+// Create does `runc create`: the container's init waits for Start.
+func (t *taskService) Create(req *CreateRequest, resp *CreateResponse) error {
+	if req.ID == "" || req.Bundle == "" {
+		return answer(kinded(errdefs.ErrInvalidArgument, "create: id and bundle are required"))
+	}
+	name := req.Name
+	if name == "" {
+		name = req.ID
+	}
+	c := &taskContainer{id: req.ID, name: name, bundle: req.Bundle, logPath: req.LogPath, status: StatusUnknown, exited: make(chan struct{})}
+	c.op.Lock()
+	defer c.op.Unlock()
+	t.mu.Lock()
+	switch {
+	case t.closing:
+		t.mu.Unlock()
+		return answer(kinded(errdefs.ErrFailedPrecondition, "creating container %s: the shim is shutting down", req.ID))
+	case t.containers[req.ID] != nil:
+		t.mu.Unlock()
+		return answer(kinded(errdefs.ErrAlreadyExists, "container %s already exists", req.ID))
+	}
+	t.containers[req.ID] = c
+	t.mu.Unlock()
+
+	var run *started
+	err := t.spawning(func() error {
+		var err error
+		run, err = t.shim.create(state.Container{ID: req.ID, Name: name, Bundle: req.Bundle, LogPath: req.LogPath})
+		if err == nil {
+			t.own(run.created.Pid)
+		}
+		return err
+	})
+	if err != nil {
+		t.forget(c)
+		return answer(err)
+	}
+	c.mu.Lock()
+	c.status, c.run, c.pid = StatusCreated, run, run.created.Pid
+	c.mu.Unlock()
+	resp.PID = run.created.Pid
+	return nil
+}
+
+// Start does `runc start` and waits for the container's exit in the
+// background.
+func (t *taskService) Start(req *IDRequest, resp *StartResponse) error {
+	c, err := t.lock(req.ID)
+	if err != nil {
+		return answer(err)
+	}
+	defer c.op.Unlock()
+	status, run := c.current()
+	if status != StatusCreated {
+		return answer(kinded(errdefs.ErrFailedPrecondition, "starting container %s: it is %s, not created", req.ID, status))
+	}
+	var sc Container
+	err = t.spawning(func() error {
+		var err error
+		sc, err = run.start()
+		return err
+	})
+	if err != nil {
+		// libcontainer destroyed the container and reaped its init.
+		t.disown(run.created.Pid)
+		t.recordExit(c, startExitCode)
+		return answer(err)
+	}
+	c.mu.Lock()
+	c.status, c.pid, c.startedAt = StatusRunning, sc.PID, *sc.StartedAt
+	c.mu.Unlock()
+	go t.waitExit(c, run)
+	resp.PID, resp.StartedAt = sc.PID, *sc.StartedAt
+	return nil
+}
+
+// waitExit collects a started container's exit: its init's status, then
+// the rest of its output, then the record.
+func (t *taskService) waitExit(c *taskContainer, run *started) {
+	code, err := run.proc.Wait()
+	t.disown(run.proc.Pid)
+	if err != nil && code < 0 {
+		fmt.Fprintf(os.Stderr, "podlab-shim: waiting for container %s: %v\n", c.id, err)
+		code = 255
+	}
+	// Without a PID namespace of its own, a container's other processes
+	// outlive its init (and would hold its log pipes): end them, as
+	// containerd's shim does. With one, the kernel already has, and this
+	// finds no init to signal.
+	if err := run.created.Signal(syscall.SIGKILL); err != nil {
+		fmt.Fprintf(os.Stderr, "podlab-shim: container %s: %v\n", c.id, err)
+	}
+	run.pumps.Wait()
+	run.log.close()
+	t.recordExit(c, code)
+}
+
+// recordExit writes exit.json and marks c stopped.
+func (t *taskService) recordExit(c *taskContainer, code int) {
+	now := time.Now().UTC()
+	if err := writeExit(c.bundle, Exit{ExitCode: code, FinishedAt: now}); err != nil {
+		fmt.Fprintf(os.Stderr, "podlab-shim: recording exit of container %s: %v\n", c.id, err)
+	}
+	c.mu.Lock()
+	c.status, c.exitCode, c.finishedAt = StatusStopped, code, now
+	c.mu.Unlock()
+	close(c.exited)
+}
+
+// killCreated ends a created container that will not start (op held).
+func (t *taskService) killCreated(c *taskContainer, run *started) error {
+	code, err := run.created.Kill()
+	t.disown(run.created.Pid)
+	if err != nil && code < 0 {
+		return fmt.Errorf("killing created container %s: %w", c.id, err)
+	}
+	run.pumps.Wait()
+	run.log.close()
+	t.recordExit(c, code)
+	return nil
+}
+
+// stop ends c: SIGTERM, then SIGKILL after grace; it returns once the exit
+// is recorded (op held).
+func (t *taskService) stop(c *taskContainer, grace time.Duration) error {
+	status, run := c.current()
+	switch status {
+	case StatusCreated:
+		return t.killCreated(c, run)
+	case StatusRunning:
+	default:
+		return nil
+	}
+	if grace > 0 {
+		if err := run.created.Signal(syscall.SIGTERM); err != nil {
+			return fmt.Errorf("stopping container %s: %w", c.id, err)
+		}
+		select {
+		case <-c.exited:
+			return nil
+		case <-time.After(grace):
+		}
+	}
+	if err := run.created.Signal(syscall.SIGKILL); err != nil {
+		return fmt.Errorf("stopping container %s: %w", c.id, err)
+	}
+	select {
+	case <-c.exited:
+		return nil
+	case <-time.After(killTimeout):
+		return fmt.Errorf("stopping container %s: no exit %v after SIGKILL", c.id, killTimeout)
+	}
+}
+
+// Stop stops the container; a stopped one is left as it is.
+func (t *taskService) Stop(req *StopRequest, _ *Empty) error {
+	c, err := t.lock(req.ID)
+	if err != nil {
+		return answer(err)
+	}
+	defer c.op.Unlock()
+	return answer(t.stop(c, time.Duration(req.TimeoutSeconds)*time.Second))
+}
+
+// Kill signals the container's init (SIGKILL: every process of the
+// container). A stopped container is not an error.
+func (t *taskService) Kill(req *KillRequest, _ *Empty) error {
+	if req.Signal <= 0 || req.Signal > 64 {
+		return answer(kinded(errdefs.ErrInvalidArgument, "kill: invalid signal %d", req.Signal))
+	}
+	c := t.find(req.ID)
+	if c == nil {
+		return answer(notFound(req.ID))
+	}
+	switch status, run := c.current(); status {
+	case StatusCreated, StatusRunning:
+		return answer(run.created.Signal(syscall.Signal(req.Signal)))
+	case StatusStopped:
+		return nil
+	default:
+		return answer(kinded(errdefs.ErrFailedPrecondition, "container %s is being created", req.ID))
+	}
+}
+
+// State returns the shim's record of the container.
+func (t *taskService) State(req *IDRequest, resp *ContainerState) error {
+	c := t.find(req.ID)
+	if c == nil {
+		return answer(notFound(req.ID))
+	}
+	*resp = c.snapshot()
+	return nil
+}
+
+// Delete removes a stopped (or never started) container: its libcontainer
+// state and cgroup, and the shim's record. A container the shim does not
+// hold is removed from libcontainer if it is there and not running.
+func (t *taskService) Delete(req *IDRequest, resp *ContainerState) error {
+	c, err := t.lock(req.ID)
+	if err != nil {
+		*resp = ContainerState{ID: req.ID, Status: StatusUnknown}
+		return answer(t.deleteStray(req.ID))
+	}
+	defer c.op.Unlock()
+	if status, _ := c.current(); status == StatusRunning {
+		return answer(kinded(errdefs.ErrFailedPrecondition, "deleting container %s: it is running", req.ID))
+	}
+	if err := t.remove(c); err != nil {
+		return answer(err)
+	}
+	*resp = c.snapshot()
+	return nil
+}
+
+// remove ends c if it was created and not started, deletes it from
+// libcontainer and forgets it (op held; c is not running).
+func (t *taskService) remove(c *taskContainer) error {
+	if status, run := c.current(); status == StatusCreated {
+		if err := t.killCreated(c, run); err != nil {
+			return err
+		}
+	}
+	if err := t.spawning(func() error { return t.shim.OCI.Delete(c.id) }); err != nil {
+		return fmt.Errorf("deleting container %s: %w", c.id, err)
+	}
+	t.forget(c)
+	return nil
+}
+
+// deleteStray removes libcontainer's state of a container the shim does
+// not hold (from an earlier shim), unless it runs: it may be another
+// shim's.
+func (t *taskService) deleteStray(id string) error {
+	status, err := t.shim.OCI.Status(id)
+	if err != nil {
+		return fmt.Errorf("deleting container %s: %w", id, err)
+	}
+	if status != "stopped" {
+		return kinded(errdefs.ErrFailedPrecondition, "deleting container %s: it is %s and not held by this shim", id, status)
+	}
+	if err := t.spawning(func() error { return t.shim.OCI.Delete(id) }); err != nil {
+		return fmt.Errorf("deleting container %s: %w", id, err)
+	}
+	return nil
+}
+
+// Exec runs a process in the running container and returns its exit code
+// and output.
+func (t *taskService) Exec(req *ExecRequest, resp *ExecResponse) error {
+	c := t.find(req.ID)
+	if c == nil {
+		return answer(notFound(req.ID))
+	}
+	status, run := c.current()
+	if status != StatusRunning {
+		return answer(notRunning(req.ID))
+	}
+	if len(req.Process.Args) == 0 {
+		return answer(kinded(errdefs.ErrInvalidArgument, "exec in container %s: process.args is empty", req.ID))
+	}
+	r, err := t.exec(run, &req.Process, time.Duration(req.TimeoutSeconds)*time.Second)
+	if err != nil {
+		return answer(err)
+	}
+	*resp = r
+	return nil
+}
+
+func (t *taskService) exec(run *started, sp *specs.Process, timeout time.Duration) (ExecResponse, error) {
+	var pipes [4]*os.File // stdout r, w; stderr r, w
+	for i := 0; i < 4; i += 2 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			for _, f := range pipes[:i] {
+				f.Close()
+			}
+			return ExecResponse{}, fmt.Errorf("exec in container %s: %w", run.id, err)
+		}
+		pipes[i], pipes[i+1] = r, w
+	}
+	var p *oci.Process
+	err := t.spawning(func() error {
+		var err error
+		p, err = run.created.Exec(sp, oci.Stdio{Stdout: pipes[1], Stderr: pipes[3]})
+		if err == nil {
+			t.own(p.Pid)
+		}
+		return err
+	})
+	pipes[1].Close()
+	pipes[3].Close()
+	if err != nil {
+		pipes[0].Close()
+		pipes[2].Close()
+		return ExecResponse{}, err
+	}
+
+	var stdout, stderr cappedBuffer
+	var pumps sync.WaitGroup
+	pumps.Add(2)
+	go func() { defer pumps.Done(); io.Copy(&stdout, pipes[0]) }()
+	go func() { defer pumps.Done(); io.Copy(&stderr, pipes[2]) }()
+
+	// stopPumps ends the copies, whatever they still wait for.
+	stopPumps := func() {
+		pipes[0].Close()
+		pipes[2].Close()
+		pumps.Wait()
+	}
+	var resp ExecResponse
+	if timeout > 0 {
+		exited, err := waitExited(p.Pid, timeout)
+		if !exited {
+			// Timed out, or its timeout cannot be kept: either way it ends.
+			killExec(p)
+		}
+		if err != nil {
+			p.Wait()
+			t.disown(p.Pid)
+			stopPumps()
+			return ExecResponse{}, fmt.Errorf("exec in container %s: %w", run.id, err)
+		}
+		resp.TimedOut = !exited
+	}
+	code, err := p.Wait()
+	t.disown(p.Pid)
+	if err != nil && code < 0 {
+		stopPumps()
+		return ExecResponse{}, fmt.Errorf("exec in container %s: waiting: %w", run.id, err)
+	}
+	drained := make(chan struct{})
+	go func() { pumps.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(execDrainTimeout):
+		// A child it left behind holds the pipes: return what came.
+	}
+	stopPumps()
+	resp.Stdout, resp.Stderr, resp.ExitCode = stdout.buf, stderr.buf, code
+	return resp, nil
+}
+
+// waitExited waits up to timeout for pid, an unreaped child, to exit,
+// without reaping it: until it is reaped its pid (and process group id)
+// cannot name another process, so it can still be killed safely.
+func waitExited(pid int, timeout time.Duration) (bool, error) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return false, fmt.Errorf("opening process %d: %w", pid, err)
+	}
+	defer unix.Close(fd)
+	deadline := time.Now().Add(timeout)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false, nil
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, int((left+time.Millisecond-1)/time.Millisecond))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("waiting for process %d: %w", pid, err)
+		}
+		if n > 0 {
+			return true, nil
+		}
+	}
+}
+
+// killExec SIGKILLs an exec'd process that timed out, and its process
+// group if it leads one of its own (a shell with job control): its other
+// children would keep running. The group the exec started in is the
+// shim's own, never killed.
+func killExec(p *oci.Process) {
+	if pgid, err := unix.Getpgid(p.Pid); err == nil && pgid == p.Pid && pgid != unix.Getpgrp() {
+		unix.Kill(-pgid, unix.SIGKILL)
+	}
+	if err := p.Signal(syscall.SIGKILL); err != nil {
+		fmt.Fprintf(os.Stderr, "podlab-shim: %v\n", err)
+	}
+}
+
+// cappedBuffer keeps the first execOutputCap bytes written to it and
+// drops the rest.
+type cappedBuffer struct {
+	buf []byte
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if room := execOutputCap - len(b.buf); room > 0 {
+		b.buf = append(b.buf, p[:min(len(p), room)]...)
+	}
+	return len(p), nil
+}
+
+// ReopenLog reopens the container's log at its path, after the kubelet
+// rotated it.
+func (t *taskService) ReopenLog(req *IDRequest, _ *Empty) error {
+	c := t.find(req.ID)
+	if c == nil {
+		return answer(notFound(req.ID))
+	}
+	status, run := c.current()
+	if status != StatusCreated && status != StatusRunning {
+		return answer(notRunning(req.ID))
+	}
+	if c.logPath == "" {
+		return answer(kinded(errdefs.ErrFailedPrecondition, "container %s has no log path", req.ID))
+	}
+	if err := run.log.reopen(c.logPath); err != nil {
+		return answer(fmt.Errorf("reopening log of container %s: %w", req.ID, err))
+	}
+	return nil
+}
+
+// Stats reads the container's cgroup.
+func (t *taskService) Stats(req *IDRequest, resp *Stats) error {
+	c := t.find(req.ID)
+	if c == nil {
+		return answer(notFound(req.ID))
+	}
+	_, run := c.current()
+	if run == nil {
+		return answer(kinded(errdefs.ErrFailedPrecondition, "container %s is being created", req.ID))
+	}
+	u, err := run.created.Usage()
+	if err != nil {
+		return answer(err)
+	}
+	*resp = Stats{
+		CPUUsageNanos:         u.CPUUsageNanos,
+		MemoryWorkingSetBytes: u.MemoryWorkingSetBytes,
+		MemoryUsageBytes:      u.MemoryUsageBytes,
+		Timestamp:             time.Now().UTC(),
+	}
+	return nil
+}
+
+// Shutdown kills and deletes every container, then lets the shim exit once
+// this answer is written. If any container could not be deleted the shim
+// stays, to be asked again, and takes no new containers.
+func (t *taskService) Shutdown(_ *Empty, _ *Empty) error {
+	t.mu.Lock()
+	t.closing = true
+	var all []*taskContainer
+	for _, c := range t.containers {
+		all = append(all, c)
+	}
+	t.mu.Unlock()
+	errs := make([]error, len(all))
+	var wg sync.WaitGroup
+	for i, c := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := t.lock(c.id)
+			if err != nil {
+				return // deleted meanwhile
+			}
+			defer c.op.Unlock()
+			if errs[i] = t.stop(c, 0); errs[i] == nil {
+				errs[i] = t.remove(c)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return answer(err)
+	}
+	t.shutdownOnce.Do(func() { close(t.shutdown) })
+	return nil
+}
+
+// rpcRequest and rpcResponse are JSON-RPC 1.0 messages, as net/rpc/jsonrpc
+// writes them: params is a one-element array, error a string or null.
+type rpcRequest struct {
+	Method string            `json:"method"`
+	Params []json.RawMessage `json:"params"`
+	ID     json.RawMessage   `json:"id"`
+}
+
+type rpcResponse struct {
+	ID     json.RawMessage `json:"id"`
+	Result any             `json:"result"`
+	Error  any             `json:"error"`
+}
+
+// rpcMethod decodes a call's params, runs it and returns its answer.
+type rpcMethod func(params json.RawMessage) (any, error)
+
+func method[Req, Resp any](f func(*Req, *Resp) error) rpcMethod {
+	return func(params json.RawMessage) (any, error) {
+		var req Req
+		if err := json.Unmarshal(params, &req); err != nil {
+			return nil, kinded(errdefs.ErrInvalidArgument, "decoding the request: %v", err)
+		}
+		var resp Resp
+		if err := f(&req, &resp); err != nil {
+			return nil, err
+		}
+		return &resp, nil
+	}
+}
+
+// methods is the "Task" service.
+func (t *taskService) methods() map[string]rpcMethod {
+	return map[string]rpcMethod{
+		"Task.Create":    method(t.Create),
+		"Task.Start":     method(t.Start),
+		"Task.Stop":      method(t.Stop),
+		"Task.Kill":      method(t.Kill),
+		"Task.State":     method(t.State),
+		"Task.Delete":    method(t.Delete),
+		"Task.Exec":      method(t.Exec),
+		"Task.ReopenLog": method(t.ReopenLog),
+		"Task.Stats":     method(t.Stats),
+		"Task.Shutdown":  method(t.Shutdown),
+	}
+}
+
+// serveConn answers one client's calls, each in a goroutine of its own,
+// until the client hangs up.
+func (t *taskService) serveConn(conn net.Conn, methods map[string]rpcMethod) {
+	defer conn.Close()
+	dec := json.NewDecoder(bufio.NewReader(conn))
+	var (
+		wmu   sync.Mutex
+		enc   = json.NewEncoder(conn)
+		calls sync.WaitGroup
+	)
+	defer calls.Wait()
+	for {
+		var req rpcRequest
+		if err := dec.Decode(&req); err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				fmt.Fprintf(os.Stderr, "podlab-shim: reading a request: %v\n", err)
+			}
+			return
+		}
+		calls.Add(1)
+		go func() {
+			defer calls.Done()
+			var (
+				result any
+				err    error
+			)
+			switch m := methods[req.Method]; {
+			case m == nil:
+				err = fmt.Errorf("rpc: can't find method %s", req.Method)
+			case len(req.Params) != 1:
+				err = kinded(errdefs.ErrInvalidArgument, "%s: want 1 param, got %d", req.Method, len(req.Params))
+			default:
+				result, err = m(req.Params[0])
+			}
+			resp := rpcResponse{ID: req.ID, Result: result}
+			if len(resp.ID) == 0 {
+				resp.ID = json.RawMessage("null")
+			}
+			if err != nil {
+				resp.Result, resp.Error = nil, answer(err).Error()
+			}
+			wmu.Lock()
+			enc.Encode(&resp)
+			wmu.Unlock()
+			if req.Method == "Task.Shutdown" && err == nil {
+				t.answerOnce.Do(func() { close(t.answered) })
+			}
+		}()
+	}
+}
+
+// serve answers connections on l until Shutdown.
+func (t *taskService) serve(l net.Listener) error {
+	methods := t.methods()
+	go func() {
+		<-t.shutdown
+		select {
+		case <-t.answered:
+		case <-time.After(2 * time.Second): // its client went away unanswered
+		}
+		l.Close()
+	}()
+	for {
+		conn, err := l.Accept()
+		if errors.Is(err, net.ErrClosed) {
+			return nil
+		}
+		if err != nil {
+			// Out of file descriptors, say: keep serving those we have.
+			fmt.Fprintf(os.Stderr, "podlab-shim: accepting: %v\n", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		go t.serveConn(conn, methods)
+	}
+}
+
+// reap reaps the shim's children that nobody waits for. As a child
+// subreaper the shim inherits the orphans of containers without a PID
+// namespace of their own (and of their exec'd processes); libcontainer and
+// the shim wait for everything else they start, which the reaper leaves
+// (see spawn and owned).
+func (t *taskService) reap() {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGCHLD)
+	for range sigs {
+		t.reapOrphans()
+	}
+}
+
+func (t *taskService) reapOrphans() {
+	t.spawn.Lock()
+	defer t.spawn.Unlock()
+	for _, pid := range children() {
+		if t.isOwned(pid) {
+			continue
+		}
+		if st, _, err := proc.Stat(pid); err != nil || st != 'Z' {
+			continue
+		}
+		var ws unix.WaitStatus
+		unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+	}
+}
+
+// children lists this process's children: each thread's, as the kernel
+// keeps them.
+func children() []int {
+	files, _ := filepath.Glob("/proc/self/task/*/children")
+	var pids []int
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, s := range strings.Fields(string(data)) {
+			if pid, err := strconv.Atoi(s); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// listen binds the task socket, replacing a stale socket file but not a
+// shim still serving it.
+func listen(socket string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(socket), 0o700); err != nil {
+		return nil, fmt.Errorf("making the socket's directory: %w", err)
+	}
+	if conn, err := net.DialTimeout("unix", socket, time.Second); err == nil {
+		conn.Close()
+		return nil, fmt.Errorf("socket %s: another shim serves it", socket)
+	}
+	if err := os.Remove(socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("removing stale socket: %w", err)
+	}
+	l, err := net.Listen("unix", socket)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(socket, 0o600); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// ServeTasks is the long-lived shim of pod podID: it serves the task API on
+// socket until Shutdown. Once it is ready it writes "ok\n" to status (fd 3)
+// and closes it; if it cannot get ready, it writes the error there instead.
+func (s *Shim) ServeTasks(podID, socket string, status *os.File) error {
+	t := newTaskService(s)
+	l, err := func() (net.Listener, error) {
+		if err := s.logToPod(podID); err != nil {
+			return nil, fmt.Errorf("opening the pod's shim.log: %w", err)
+		}
+		// The containers' inits are the shim's children; their exec'd
+		// processes are handed to it by libcontainer's double fork, and
+		// orphans in a host PID namespace come back to it.
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			return nil, fmt.Errorf("becoming a child subreaper: %w", err)
+		}
+		return listen(socket)
+	}()
+	if err != nil {
+		status.WriteString(err.Error() + "\n")
+		status.Close()
+		return err
+	}
+	go t.reap()
+	go oci.WarmJSON()
+	status.WriteString("ok\n")
+	status.Close()
+	err = t.serve(l)
+	if rmErr := os.Remove(socket); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) && err == nil {
+		err = fmt.Errorf("removing socket: %w", rmErr)
+	}
+	return err
+}

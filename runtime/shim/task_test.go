@@ -1,0 +1,206 @@
+package shim
+
+import (
+	"context"
+	"errors"
+	"net/rpc"
+	"net/rpc/jsonrpc"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/podlab/podlab/internal/errdefs"
+	"github.com/podlab/podlab/internal/oci"
+	"github.com/podlab/podlab/internal/state"
+)
+
+// TestWireKinds checks that an error's errdefs kind survives the wire and
+// its message comes back as the shim wrote it.
+func TestWireKinds(t *testing.T) {
+	for _, err := range []error{
+		notFound("abc"),
+		notRunning("abc"),
+		kinded(errdefs.ErrAlreadyExists, "container abc already exists"),
+		kinded(errdefs.ErrInvalidArgument, "kill: invalid signal 0"),
+		errors.New("[odd] message of no kind"),
+		errors.New("plain failure"),
+	} {
+		got := fromWire(answer(err).Error())
+		if got.Error() != err.Error() {
+			t.Errorf("message %q came back as %q", err, got)
+		}
+		for _, k := range wireKinds {
+			if errors.Is(got, k.err) != errors.Is(err, k.err) {
+				t.Errorf("%q: errors.Is(%v) = %v after the wire", err, k.err, errors.Is(got, k.err))
+			}
+		}
+	}
+}
+
+func TestCappedBuffer(t *testing.T) {
+	var b cappedBuffer
+	chunk := make([]byte, 1<<20)
+	for range 20 {
+		if n, err := b.Write(chunk); n != len(chunk) || err != nil {
+			t.Fatalf("Write = %d, %v: a capped writer must take everything", n, err)
+		}
+	}
+	if len(b.buf) != execOutputCap {
+		t.Errorf("kept %d bytes, want %d", len(b.buf), execOutputCap)
+	}
+}
+
+// TestSocketPath checks the socket fits a unix address (108 bytes with
+// its NUL) for a state dir as long as the tests' and a 64-hex-digit id.
+func TestSocketPath(t *testing.T) {
+	stateDir := filepath.Join(os.TempDir(), "TestSomeLongTestName1234567890", "001", "state")
+	p := SocketPath(stateDir, state.NewID())
+	if len(p) >= 108 {
+		t.Errorf("socket path %q is %d bytes", p, len(p))
+	}
+	if filepath.Dir(p) != filepath.Join(stateDir, "s") {
+		t.Errorf("socket path %q is not under %s/s", p, stateDir)
+	}
+}
+
+// TestLogReopen checks that records go to the new file once reopened, and
+// that a closed log drops records and refuses to reopen.
+func TestLogReopen(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "0.log")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &criLogWriter{f: f}
+	w.write("stdout", "F", []byte("before"))
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.reopen(path); err != nil {
+		t.Fatal(err)
+	}
+	w.write("stdout", "F", []byte("after"))
+	w.close()
+	w.write("stdout", "F", []byte("dropped"))
+	if err := w.reopen(path); err == nil {
+		t.Error("reopen after close succeeded")
+	}
+	old, _ := os.ReadFile(path + ".1")
+	cur, _ := os.ReadFile(path)
+	if !strings.HasSuffix(string(old), " stdout F before\n") || strings.Count(string(old), "\n") != 1 {
+		t.Errorf("rotated file: %q", old)
+	}
+	if !strings.HasSuffix(string(cur), " stdout F after\n") || strings.Count(string(cur), "\n") != 1 {
+		t.Errorf("new file: %q", cur)
+	}
+}
+
+// TestTaskServiceWire runs the task service on a socket, without root and
+// without containers: unknown ids, argument checks, and Shutdown ending
+// the server once it has answered.
+func TestTaskServiceWire(t *testing.T) {
+	dir := t.TempDir()
+	socket := filepath.Join(dir, "s", "t.sock")
+	ts := newTaskService(&Shim{OCI: &oci.Runtime{Root: filepath.Join(dir, "oci")}})
+	l, err := listen(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(socket); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("socket mode: %v, %v", fi.Mode(), err)
+	}
+	if _, err := listen(socket); err == nil || !strings.Contains(err.Error(), "another shim") {
+		t.Errorf("second listen on a served socket: %v", err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- ts.serve(l) }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.State(ctx, "nope"); !errdefs.IsNotFound(err) || err.Error() != "container nope not found" {
+		t.Errorf("State of an unknown id: %v", err)
+	}
+	if err := c.Stop(ctx, "nope", 1); !errdefs.IsNotFound(err) {
+		t.Errorf("Stop of an unknown id: %v", err)
+	}
+	if st, err := c.Delete(ctx, "nope"); err != nil || st.Status != StatusUnknown {
+		t.Errorf("Delete of an unknown id: %+v, %v", st, err)
+	}
+	if err := c.Kill(ctx, "nope", 0); !errdefs.IsInvalidArgument(err) {
+		t.Errorf("Kill with signal 0: %v", err)
+	}
+	if _, err := c.Create(ctx, CreateRequest{ID: "x"}); !errdefs.IsInvalidArgument(err) {
+		t.Errorf("Create without a bundle: %v", err)
+	}
+	if _, err := c.Create(ctx, CreateRequest{ID: "x", Bundle: filepath.Join(dir, "nobundle")}); err == nil || !strings.Contains(err.Error(), "config.json") {
+		t.Errorf("Create from a missing bundle: %v", err)
+	}
+	if _, err := c.State(ctx, "x"); !errdefs.IsNotFound(err) {
+		t.Errorf("a failed Create left a record: %v", err)
+	}
+
+	// The wire is net/rpc/jsonrpc's: the stdlib client gets the same
+	// answers, with the kind as a prefix.
+	std, err := jsonrpc.Dial("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer std.Close()
+	var st ContainerState
+	if err := std.Call("Task.State", &IDRequest{ID: "nope"}, &st); err == nil || err.Error() != "[not-found] container nope not found" {
+		t.Errorf("net/rpc State of an unknown id: %v", err)
+	}
+	if err := std.Call("Task.Delete", &IDRequest{ID: "nope"}, &st); err != nil || st.Status != StatusUnknown {
+		t.Errorf("net/rpc Delete of an unknown id: %+v, %v", st, err)
+	}
+	if err := std.Call("Task.Nope", &Empty{}, &Empty{}); err == nil || !strings.Contains(err.Error(), "can't find method") {
+		t.Errorf("net/rpc unknown method: %v", err)
+	}
+	var se rpc.ServerError
+	if err := std.Call("Task.Kill", &KillRequest{ID: "x"}, &Empty{}); !errors.As(err, &se) {
+		t.Errorf("net/rpc Kill with signal 0: %v", err)
+	}
+
+	// Calls overlap on one connection; a caller that gives up leaves the
+	// connection usable.
+	short, cancelShort := context.WithCancel(ctx)
+	cancelShort()
+	if _, err := c.State(short, "nope"); !errors.Is(err, context.Canceled) {
+		t.Errorf("State with a cancelled context: %v", err)
+	}
+	done := make(chan error, 50)
+	for range 50 {
+		go func() { _, err := c.Delete(ctx, "nope"); done <- err }()
+	}
+	for range 50 {
+		if err := <-done; err != nil {
+			t.Errorf("concurrent Delete: %v", err)
+		}
+	}
+
+	if err := c.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server still serves after Shutdown")
+	}
+	if _, err := os.Stat(socket); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket left after Shutdown: %v", err)
+	}
+	if _, err := c.State(ctx, "nope"); err == nil {
+		t.Error("a call after Shutdown succeeded")
+	}
+}
