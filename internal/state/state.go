@@ -47,18 +47,18 @@ type Pod struct {
 	State     string    `json:"state"`
 	Created   time.Time `json:"created"`
 
-	NetNS        string   `json:"netns,omitempty"`
-	IPCNS        string   `json:"ipcns,omitempty"` // pinned; "" = the host's
-	UTSNS        string   `json:"utsns,omitempty"` // pinned; "" = the host's
-	IPs          []string `json:"ips,omitempty"`
-	Gateway      string   `json:"gateway,omitempty"`
-	CNINetworks  []string `json:"cniNetworks,omitempty"`
-	PausePID     int      `json:"pausePid,omitempty"`
-	PauseStart   uint64   `json:"pauseStartTime,omitempty"` // /proc/<pid>/stat starttime: guards against PID reuse
-	ShimPID      int      `json:"shimPid,omitempty"`
-	ShimStart    uint64   `json:"shimStartTime,omitempty"`
-	CgroupPath   string   `json:"cgroupPath,omitempty"`
-	Hostname     string   `json:"hostname,omitempty"`
+	NetNS       string   `json:"netns,omitempty"`
+	IPCNS       string   `json:"ipcns,omitempty"` // pinned; "" = the host's
+	UTSNS       string   `json:"utsns,omitempty"` // pinned; "" = the host's
+	IPs         []string `json:"ips,omitempty"`
+	Gateway     string   `json:"gateway,omitempty"`
+	CNINetworks []string `json:"cniNetworks,omitempty"`
+	PausePID    int      `json:"pausePid,omitempty"`
+	PauseStart  uint64   `json:"pauseStartTime,omitempty"` // /proc/<pid>/stat starttime: guards against PID reuse
+	ShimPID     int      `json:"shimPid,omitempty"`
+	ShimStart   uint64   `json:"shimStartTime,omitempty"`
+	CgroupPath  string   `json:"cgroupPath,omitempty"`
+	Hostname    string   `json:"hostname,omitempty"`
 	// Attempt, Labels, Annotations and LogDirectory come from the CRI
 	// PodSandboxConfig (for pods of podlab run, from the manifest).
 	Attempt      uint32            `json:"attempt,omitempty"`
@@ -67,13 +67,13 @@ type Pod struct {
 	LogDirectory string            `json:"logDirectory,omitempty"`
 	// ShimSocket is the long-lived shim's task socket (pods made through
 	// the CRI operations); "" for a pod run by the one-shot shim.
-	ShimSocket string `json:"shimSocket,omitempty"`
-	HostNetwork  bool     `json:"hostNetwork,omitempty"`
-	HostPID      bool     `json:"hostPID,omitempty"`
-	HostIPC      bool     `json:"hostIPC,omitempty"`
-	ShareProcNS  bool     `json:"shareProcessNamespace,omitempty"`
-	Manifest     string   `json:"manifest,omitempty"` // the manifest as given, for inspect
-	ManifestPath string   `json:"manifestPath,omitempty"`
+	ShimSocket   string `json:"shimSocket,omitempty"`
+	HostNetwork  bool   `json:"hostNetwork,omitempty"`
+	HostPID      bool   `json:"hostPID,omitempty"`
+	HostIPC      bool   `json:"hostIPC,omitempty"`
+	ShareProcNS  bool   `json:"shareProcessNamespace,omitempty"`
+	Manifest     string `json:"manifest,omitempty"` // the manifest as given, for inspect
+	ManifestPath string `json:"manifestPath,omitempty"`
 	// TerminationGracePeriod is spec.terminationGracePeriodSeconds.
 	TerminationGracePeriod *int64 `json:"terminationGracePeriodSeconds,omitempty"`
 
