@@ -619,3 +619,26 @@ func removeAllForce(p string) error {
 	})
 	return os.RemoveAll(p)
 }
+
+// DirUsage is the disk usage (bytes, counting hard-linked files once) and
+// the inode count of the tree at dir: for CRI stats and ImageFsInfo.
+func DirUsage(dir string) (bytes, inodes uint64, err error) {
+	seen := map[uint64]bool{}
+	err = filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return err
+		}
+		if seen[st.Ino] {
+			return nil
+		}
+		seen[st.Ino] = true
+		bytes += uint64(st.Blocks) * 512
+		inodes++
+		return nil
+	})
+	return bytes, inodes, err
+}

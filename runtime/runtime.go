@@ -164,6 +164,10 @@ func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.
 		if err != nil {
 			return nil, err
 		}
+		// Indexed by id, so that CRI clients find it too.
+		if err := r.Sandbox.Store.IndexContainer(p.ID, ctr.ID); err != nil {
+			return nil, err
+		}
 		p.Containers = append(p.Containers, *ctr)
 		p.Events = append(p.Events, evs...)
 		events = append(events, evs...)
@@ -396,6 +400,10 @@ type Layers struct {
 	Options *RunContainerOptions `json:"options"`
 	CRI     json.RawMessage      `json:"cri"`
 	OCI     *specs.Spec          `json:"-"`
+	// Injection is what the runtime and hook points added after the CRI
+	// layer, for a container made by CRI CreateContainer (for one of
+	// `podlab run`, inspect resolves it again from the manifest).
+	Injection *inject.Injection `json:"injection,omitempty"`
 }
 
 func buildLayers(in containerInput, rootfsPath, ctrID string, sb sandboxInfo, hook *specs.Hook) (*Layers, error) {

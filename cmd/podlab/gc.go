@@ -3,13 +3,10 @@ package main
 import (
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/podlab/podlab/internal/state"
-	"github.com/podlab/podlab/internal/trace"
-	"github.com/podlab/podlab/sandbox"
+	"github.com/podlab/podlab/runtime"
 )
 
 func newGCCmd(g *globalFlags) *cobra.Command {
@@ -30,82 +27,12 @@ left alone, and gc touches only what podlab's records name.`,
 			if err != nil {
 				return err
 			}
-			m := rt.Sandbox
-			pods, orphans, err := m.Store.List()
+			done, err := rt.GC(cmd.Context(), runtime.GCOptions{DryRun: dryRun, CNIGC: cniGC})
+			for _, line := range done {
+				fmt.Println(line)
+			}
 			if err != nil {
-				return err
-			}
-			verb := "removed"
-			if dryRun {
-				verb = "would remove"
-			}
-			for _, p := range pods {
-				lock, err := m.Store.TryLockPod(p.Namespace, p.Name)
-				if err != nil {
-					return err
-				}
-				if lock == nil {
-					continue // a command is working on it
-				}
-				// Re-read under the lock: it may have become Ready or gone.
-				cur, err := m.Store.Get(p.ID)
-				if err != nil || !(cur.State == state.PodCreating || cur.State == state.PodRemoving || !sandbox.PauseAlive(cur)) {
-					lock.Unlock()
-					continue
-				}
-				reason := "pause process is gone"
-				switch cur.State {
-				case state.PodCreating:
-					reason = "creation never finished"
-				case state.PodRemoving:
-					reason = "removal never finished"
-				}
-				if !dryRun {
-					if err := rt.RemovePod(cmd.Context(), cur, 0, trace.New()); err != nil {
-						lock.Unlock()
-						fmt.Fprintf(os.Stderr, "gc: pod %s: %v\n", cur.Key(), err)
-						continue
-					}
-					lock.UnlockAndRemove()
-				} else {
-					lock.Unlock()
-				}
-				fmt.Printf("%s pod %s (%s): %s\n", verb, cur.Key(), state.ShortID(cur.ID), reason)
-			}
-			// CNI GC with the pods that remain as the valid attachments. Opt-in:
-			// host-local's leases are per network, not per state dir, so it
-			// would release the leases of pods recorded in another state dir.
-			if cniGC && !dryRun {
-				remaining, _, err := m.Store.List()
-				if err != nil {
-					return err
-				}
-				if err := m.GCNetworks(cmd.Context(), remaining); err != nil {
-					fmt.Fprintln(os.Stderr, "gc:", err)
-				}
-			}
-			for _, id := range orphans {
-				// A pod dir without a record is younger than any side effect
-				// (the record is written first); only a crash leaves one. Give
-				// a concurrent create a moment to write its record.
-				if fi, err := os.Stat(m.Store.PodDir(id)); err != nil || time.Since(fi.ModTime()) < 10*time.Second {
-					continue
-				}
-				if !dryRun {
-					if err := m.Store.DeleteOrphan(id); err != nil {
-						return err
-					}
-				}
-				fmt.Printf("%s state dir of unrecorded pod %s\n", verb, state.ShortID(id))
-			}
-			if !dryRun {
-				pruned, err := m.Store.PruneNames()
-				if err != nil {
-					return err
-				}
-				for _, n := range pruned {
-					fmt.Printf("removed the name reservation of unrecorded pod %s\n", n)
-				}
+				fmt.Fprintln(os.Stderr, "gc:", err)
 			}
 			return nil
 		},

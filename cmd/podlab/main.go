@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/podlab/podlab/internal/oci"
+	"github.com/podlab/podlab/runtime"
 )
 
 func init() {
@@ -22,6 +23,7 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func main() {
+	runtime.Version = version
 	tuneForShortCommand()
 	if err := newRootCmd().Execute(); err != nil {
 		var ee exitError

@@ -22,6 +22,11 @@ type Target struct {
 	Container *corev1.Container
 	Init      bool
 	Pause     bool // the pause container is never injected
+	// Points, if set, limits resolution to rules at these injection
+	// points. A CRI runtime sees only the runtime and hook points: the
+	// kubelet point and device plugins are the CRI client's (the kubelet,
+	// or podlab's kubelet half), already in the ContainerConfig it sends.
+	Points []string
 }
 
 // Injection is what applies to one target. Mount lists are ordered parent
@@ -97,8 +102,10 @@ func Resolve(cfg Config, dps []DevicePlugin, t Target, caBundlePath string) (*In
 	}
 
 	seen := mountSet{}
-	if err := resolveDevices(dps, t.Container, inj, seen); err != nil {
-		return nil, err
+	if len(t.Points) == 0 || slices.Contains(t.Points, PointKubelet) {
+		if err := resolveDevices(dps, t.Container, inj, seen); err != nil {
+			return nil, err
+		}
 	}
 
 	ns, podLabels := "default", labels.Set(nil)
@@ -172,6 +179,8 @@ func (inj *Injection) point(p string) (*[]env.Var, *[]Mount) {
 // skipReason says why rule r does not apply to t, or "" if it does.
 func skipReason(r Rule, t Target, ns string, podLabels labels.Set) (string, error) {
 	switch {
+	case len(t.Points) > 0 && !slices.Contains(t.Points, r.Point):
+		return fmt.Sprintf("%s point: not this layer's", r.Point), nil
 	case t.Init && !r.IncludeInit:
 		return "init container (includeInit is false)", nil
 	case len(r.Namespaces) > 0 && !slices.Contains(r.Namespaces, ns):

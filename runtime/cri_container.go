@@ -1,0 +1,740 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podlab/podlab/internal/cleanup"
+	"github.com/podlab/podlab/internal/errdefs"
+	"github.com/podlab/podlab/internal/state"
+	"github.com/podlab/podlab/internal/trace"
+	"github.com/podlab/podlab/rootfs"
+	"github.com/podlab/podlab/runtime/inject"
+	"github.com/podlab/podlab/runtime/shim"
+)
+
+// CreateContainer creates a container in a running sandbox (CRI): the
+// record first, then the rootfs overlay, the OCI spec built from the
+// ContainerConfig with the runtime- and hook-point injection rules that
+// select the sandbox, then `runc create` in the pod's shim. On error
+// nothing is left.
+func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (_ *runtimeapi.CreateContainerResponse, retErr error) {
+	cfg := req.GetConfig()
+	if err := validContainerConfig(cfg); err != nil {
+		return nil, err
+	}
+	p, lock, err := r.lockedPod(req.GetPodSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
+	if p.ShimSocket == "" {
+		return nil, errdefs.FailedPrecondition("pod sandbox %s was made by `podlab run` with its containers; CreateContainer adds to sandboxes made by RunPodSandbox", state.ShortID(p.ID))
+	}
+	if st := SandboxState(p); st != runtimeapi.PodSandboxState_SANDBOX_READY {
+		return nil, errdefs.FailedPrecondition("pod sandbox %s is not ready (%s): containers are created in running sandboxes only", state.ShortID(p.ID), st)
+	}
+	md := cfg.Metadata
+	for _, c := range p.Containers {
+		if c.Name == md.Name && c.Attempt == md.Attempt {
+			return nil, errdefs.AlreadyExists("config.metadata.name: container %q (attempt %d) already exists in pod sandbox %s (id %s)", md.Name, md.Attempt, state.ShortID(p.ID), state.ShortID(c.ID))
+		}
+	}
+	img, err := r.Images.Lookup(cfg.Image.Image)
+	if errors.Is(err, rootfs.ErrImageNotFound) {
+		return nil, errdefs.Wrap(errdefs.ErrNotFound, fmt.Errorf("config.image: %w", err))
+	}
+	if err != nil {
+		return nil, errdefs.Wrap(errdefs.ErrInvalidArgument, fmt.Errorf("config.image: %w", err))
+	}
+
+	rec := trace.NewAt(p.Created)
+	op := "CreateContainer " + md.Name
+	endOp := rec.Start(op)
+	defer func() { endOp(retErr) }()
+	ctr := state.Container{
+		ID: state.NewID(), Name: md.Name, Attempt: md.Attempt, Image: img.Name, ImageRef: img.ID,
+		Labels: cfg.Labels, Annotations: cfg.Annotations, State: ContainerCreated, CreatedAt: time.Now().UTC(),
+	}
+	ctr.Bundle = filepath.Join(r.Sandbox.Store.PodDir(p.ID), "containers", ctr.ID)
+	ctr.CgroupPath = filepath.Join(p.CgroupPath, ctr.ID)
+	ctr.LogPath = r.containerLogPath(p, cfg)
+
+	var undo cleanup.List
+	defer func() {
+		if retErr != nil {
+			if err := undo.Run(); err != nil {
+				retErr = fmt.Errorf("%w (and rolling back failed: %v)", retErr, err)
+			}
+		}
+	}()
+	// Recorded and indexed before anything exists: gc, or a restarted
+	// server, finds the container to delete after a crash.
+	p.Containers = append(p.Containers, ctr)
+	undo.Add("forgetting container", func() error {
+		p.RemoveContainer(ctr.ID)
+		r.Sandbox.Store.UnindexContainer(ctr.ID)
+		return r.Sandbox.Store.Save(p)
+	})
+	if err := r.Sandbox.Store.IndexContainer(p.ID, ctr.ID); err != nil {
+		return nil, err
+	}
+	if err := r.Sandbox.Store.Save(p); err != nil {
+		return nil, err
+	}
+
+	end := rec.StartChild(op, "ctr "+md.Name+" rootfs")
+	undo.Add("removing bundle", func() error { return os.RemoveAll(ctr.Bundle) })
+	err = os.MkdirAll(ctr.Bundle, 0o700)
+	var rootfsPath string
+	if err == nil {
+		undo.Add("unmounting rootfs", func() error { return rootfs.UnmountOverlay(filepath.Join(ctr.Bundle, "fs")) })
+		rootfsPath, err = rootfs.MountOverlay(img, filepath.Join(ctr.Bundle, "fs"))
+	}
+	end(err)
+	if err != nil {
+		return nil, fmt.Errorf("container %q rootfs: %w", md.Name, err)
+	}
+
+	end = rec.StartChild(op, "ctr "+md.Name+" config")
+	err = r.containerSpec(p, cfg, img, rootfsPath, ctr.Bundle, ctr.ID)
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(ctr.LogPath), 0o755)
+	}
+	end(err)
+	if err != nil {
+		return nil, err
+	}
+
+	end = rec.StartChild(op, "ctr "+md.Name+" create")
+	undo.Add("deleting container in shim", func() error {
+		client, err := shim.Dial(p.ShimSocket)
+		if err != nil {
+			return r.Sandbox.OCI.Delete(ctr.ID)
+		}
+		defer client.Close()
+		_, err = client.Delete(context.Background(), ctr.ID)
+		return err
+	})
+	client, err := shim.Dial(p.ShimSocket)
+	if err == nil {
+		_, err = client.Create(ctx, shim.CreateRequest{ID: ctr.ID, Name: md.Name, Bundle: ctr.Bundle, LogPath: ctr.LogPath})
+		client.Close()
+	}
+	end(err)
+	if err != nil {
+		return nil, fmt.Errorf("creating container %q: %w", md.Name, err)
+	}
+	endOp(nil)
+	endOp = func(error) {}
+	p.Spans = append(p.Spans, rec.Spans()...)
+	if err := r.Sandbox.Store.Save(p); err != nil {
+		return nil, err
+	}
+	undo = cleanup.List{}
+	return &runtimeapi.CreateContainerResponse{ContainerId: ctr.ID}, nil
+}
+
+// containerLogPath is where the container's CRI log goes: under the
+// sandbox's log_directory at the config's log_path, as the kubelet lays
+// them out; podlab's own log dir when the client gives none.
+func (r *Runtime) containerLogPath(p *state.Pod, cfg *runtimeapi.ContainerConfig) string {
+	if p.LogDirectory != "" && cfg.LogPath != "" {
+		return filepath.Join(p.LogDirectory, cfg.LogPath)
+	}
+	return filepath.Join(r.LogDir(p), cfg.Metadata.Name, fmt.Sprintf("%d.log", cfg.Metadata.Attempt))
+}
+
+// containerSpec builds and writes the container's OCI spec (config.json)
+// and its layers (layers.json: the CRI config as the client sent it, and
+// the OCI spec podlab made of it).
+func (r *Runtime) containerSpec(p *state.Pod, req *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, bundle, id string) error {
+	cfg := proto.Clone(req).(*runtimeapi.ContainerConfig)
+	if cfg.Linux == nil {
+		cfg.Linux = &runtimeapi.LinuxContainerConfig{}
+	}
+	if cfg.Linux.Resources == nil {
+		cfg.Linux.Resources = &runtimeapi.LinuxContainerResources{}
+	}
+	if cfg.Linux.SecurityContext == nil {
+		cfg.Linux.SecurityContext = &runtimeapi.LinuxContainerSecurityContext{}
+	}
+	sc := cfg.Linux.SecurityContext
+	if sc.NamespaceOptions == nil {
+		sc.NamespaceOptions = &runtimeapi.NamespaceOption{Network: nsMode(p.HostNetwork), Ipc: nsMode(p.HostIPC), Pid: podPIDMode(p)}
+	}
+	if sc.NamespaceOptions.Pid == runtimeapi.NamespaceMode_TARGET {
+		return errdefs.Unimplemented("config.linux.security_context.namespace_options.pid: TARGET is not supported yet")
+	}
+	// The runtime's own files, unless the client mounts its own (the
+	// kubelet mounts the /etc/hosts it manages).
+	for _, f := range []struct{ name, path string }{{"hosts", "/etc/hosts"}, {"hostname", "/etc/hostname"}, {"resolv.conf", "/etc/resolv.conf"}} {
+		if !hasMount(cfg.Mounts, f.path) {
+			cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: f.path, HostPath: filepath.Join(r.Sandbox.Store.PodDir(p.ID), "etc", f.name)})
+		}
+	}
+	for _, m := range cfg.Mounts {
+		// containerd makes a missing host path a directory, as docker -v does.
+		if _, err := os.Stat(m.HostPath); errors.Is(err, os.ErrNotExist) {
+			if err := os.MkdirAll(m.HostPath, 0o755); err != nil {
+				return fmt.Errorf("config.mounts: creating host path %s: %w", m.HostPath, err)
+			}
+		}
+	}
+	inj, err := r.runtimeInjection(p, cfg.Metadata.Name)
+	if err != nil {
+		return err
+	}
+	hook, err := r.hookFor(inj)
+	if err != nil {
+		return err
+	}
+	spec, err := buildOCI(cfg, img, rootfsPath, id, sandboxOf(p), inj, hook)
+	if err != nil {
+		return errdefs.Wrap(errdefs.ErrInvalidArgument, err)
+	}
+	spec.Annotations["io.kubernetes.cri.sandbox-name"] = p.Name
+	spec.Annotations["io.kubernetes.cri.sandbox-namespace"] = p.Namespace
+	criJSON, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	l := &Layers{CRI: criJSON, OCI: spec, Injection: inj}
+	return l.write(bundle)
+}
+
+// runtimeInjection resolves the runtime- and hook-point rules for a
+// container of p: selected by the sandbox's namespace and labels, as an
+// NRI plugin sees a pod. The kubelet point is the CRI client's.
+func (r *Runtime) runtimeInjection(p *state.Pod, name string) (*inject.Injection, error) {
+	target := inject.Target{
+		Pod:       &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels}},
+		Container: &corev1.Container{Name: name},
+		Points:    []string{inject.PointRuntime, inject.PointHook},
+	}
+	caBundle := ""
+	if r.Config.Injection.UsesCA() {
+		var err error
+		if caBundle, err = r.podCABundle(p); err != nil {
+			return nil, err
+		}
+	}
+	return inject.Resolve(r.Config.Injection, r.Config.DevicePlugins, target, caBundle)
+}
+
+// podCABundle is the CA bundle RunPodSandbox linked into the pod's dir.
+func (r *Runtime) podCABundle(p *state.Pod) (string, error) {
+	caSrc, err := r.caBundles().Bundle(r.Config.Injection.CA)
+	if err != nil {
+		return "", err
+	}
+	bundle, _, err := inject.LinkCABundle(r.Config.Injection.CA, filepath.Join(r.Sandbox.Store.PodDir(p.ID), "ca"), caSrc)
+	return bundle, err
+}
+
+func hasMount(ms []*runtimeapi.Mount, containerPath string) bool {
+	for _, m := range ms {
+		if filepath.Clean(m.ContainerPath) == containerPath {
+			return true
+		}
+	}
+	return false
+}
+
+// validContainerConfig checks what CreateContainer needs before touching
+// anything, naming the field at fault.
+func validContainerConfig(cfg *runtimeapi.ContainerConfig) error {
+	if cfg == nil {
+		return errdefs.InvalidArgument("config: required")
+	}
+	if cfg.Metadata == nil {
+		return errdefs.InvalidArgument("config.metadata: required")
+	}
+	if err := validName("config.metadata.name", cfg.Metadata.Name); err != nil {
+		return err
+	}
+	if cfg.Image == nil || cfg.Image.Image == "" {
+		return errdefs.InvalidArgument("config.image.image: required")
+	}
+	if cfg.LogPath != "" {
+		if filepath.IsAbs(cfg.LogPath) || strings.Contains(cfg.LogPath, "..") {
+			return errdefs.InvalidArgument("config.log_path: %q must be relative to the sandbox's log_directory, without '..'", cfg.LogPath)
+		}
+	}
+	for i, m := range cfg.Mounts {
+		if err := validContainerPath(fmt.Sprintf("config.mounts[%d].container_path", i), m.ContainerPath); err != nil {
+			return err
+		}
+		if err := validContainerPath(fmt.Sprintf("config.mounts[%d].host_path", i), m.HostPath); err != nil {
+			return err
+		}
+	}
+	for i, d := range cfg.Devices {
+		if err := validContainerPath(fmt.Sprintf("config.devices[%d].container_path", i), d.ContainerPath); err != nil {
+			return err
+		}
+		if err := validContainerPath(fmt.Sprintf("config.devices[%d].host_path", i), d.HostPath); err != nil {
+			return err
+		}
+	}
+	for i, kv := range cfg.Envs {
+		if kv.Key == "" || strings.ContainsAny(kv.Key, "=\x00") {
+			return errdefs.InvalidArgument("config.envs[%d].key: %q is not a variable name", i, kv.Key)
+		}
+	}
+	return nil
+}
+
+// lockedContainer finds the container with id (or a unique prefix of it)
+// and takes its pod's lock, re-reading the record under it.
+func (r *Runtime) lockedContainer(id string) (*state.Pod, *state.Container, *state.Lock, error) {
+	if id == "" {
+		return nil, nil, nil, errdefs.InvalidArgument("container_id: required")
+	}
+	p, c, err := r.Sandbox.Store.ContainerByID(id)
+	if err != nil {
+		return nil, nil, nil, notFound(err)
+	}
+	lock, err := r.Sandbox.Store.LockPod(p.Namespace, p.Name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if p, err = r.Sandbox.Store.Get(p.ID); err != nil {
+		lock.Unlock()
+		return nil, nil, nil, notFound(err)
+	}
+	if c = p.Container(c.ID); c == nil {
+		lock.Unlock()
+		return nil, nil, nil, errdefs.NotFound("container %q not found", id)
+	}
+	return p, c, lock, nil
+}
+
+// refreshTask brings c's record up to date: its exit, once the shim
+// recorded it (exit.json), else the shim's answer, dialing it on first
+// need (*client stays nil when the shim cannot be reached).
+func (r *Runtime) refreshTask(p *state.Pod, c *state.Container, client **shim.Client) {
+	RefreshContainer(c)
+	if c.State == ContainerExited || p.ShimSocket == "" {
+		return
+	}
+	if *client == nil {
+		cl, err := shim.Dial(p.ShimSocket)
+		if err != nil {
+			return
+		}
+		*client = cl
+	}
+	st, err := (*client).State(context.Background(), c.ID)
+	if err != nil {
+		return
+	}
+	switch st.Status {
+	case "created":
+		c.State = ContainerCreated
+	case "running":
+		c.State, c.PID = ContainerRunning, st.PID
+	case "stopped":
+		RefreshContainer(c) // the shim writes exit.json before it answers stopped
+		if c.State != ContainerExited {
+			code := st.ExitCode
+			finished := st.FinishedAt
+			c.State, c.ExitCode, c.FinishedAt = ContainerExited, &code, &finished
+		}
+	}
+}
+
+// StartContainer starts a created container (`runc start` in its shim).
+func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartContainerRequest) (_ *runtimeapi.StartContainerResponse, retErr error) {
+	p, c, lock, err := r.lockedContainer(req.GetContainerId())
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
+	var client *shim.Client
+	r.refreshTask(p, c, &client)
+	if client != nil {
+		defer client.Close()
+	}
+	if c.State != ContainerCreated {
+		return nil, errdefs.FailedPrecondition("container %s is %s, not Created: only a created container can start", state.ShortID(c.ID), c.State)
+	}
+	if client == nil {
+		return nil, fmt.Errorf("container %s: the pod's shim is not reachable", state.ShortID(c.ID))
+	}
+	rec := trace.NewAt(p.Created)
+	end := rec.Start("StartContainer " + c.Name)
+	st, err := client.Start(ctx, c.ID)
+	end(err)
+	if err != nil {
+		// The shim destroyed what it could not start: record why, as
+		// containerd does (exit code 128, reason StartError).
+		code, now := 128, time.Now().UTC()
+		c.State, c.ExitCode, c.FinishedAt, c.Reason, c.Message = ContainerExited, &code, &now, "StartError", err.Error()
+		p.Spans = append(p.Spans, rec.Spans()...)
+		if serr := r.Sandbox.Store.Save(p); serr != nil {
+			err = errors.Join(err, serr)
+		}
+		return nil, fmt.Errorf("starting container %s: %w", state.ShortID(c.ID), err)
+	}
+	started := st.StartedAt.UTC()
+	c.State, c.PID, c.StartedAt = ContainerRunning, st.PID, &started
+	p.Spans = append(p.Spans, rec.Spans()...)
+	if err := r.Sandbox.Store.Save(p); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.StartContainerResponse{}, nil
+}
+
+// StopContainer stops a running container: SIGTERM, then SIGKILL after the
+// timeout. A container that is gone or not running is not an error.
+func (r *Runtime) StopContainer(ctx context.Context, req *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
+	p, c, lock, err := r.lockedContainer(req.GetContainerId())
+	if errdefs.IsNotFound(err) {
+		return &runtimeapi.StopContainerResponse{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
+	if err := r.stopTask(ctx, p, c, req.Timeout); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.StopContainerResponse{}, nil
+}
+
+func (r *Runtime) stopTask(ctx context.Context, p *state.Pod, c *state.Container, timeout int64) error {
+	if p.ShimSocket == "" {
+		if err := r.Sandbox.OCI.Stop(c.ID, time.Duration(timeout)*time.Second); err != nil {
+			return err
+		}
+		RefreshContainer(c)
+		return r.Sandbox.Store.Save(p)
+	}
+	var client *shim.Client
+	r.refreshTask(p, c, &client)
+	if client != nil {
+		defer client.Close()
+	}
+	if c.State == ContainerExited {
+		return r.Sandbox.Store.Save(p)
+	}
+	if client == nil {
+		return fmt.Errorf("stopping container %s: the pod's shim is not reachable", state.ShortID(c.ID))
+	}
+	if err := client.Stop(ctx, c.ID, timeout); err != nil {
+		return fmt.Errorf("stopping container %s: %w", state.ShortID(c.ID), err)
+	}
+	r.refreshTask(p, c, &client)
+	return r.Sandbox.Store.Save(p)
+}
+
+// RemoveContainer removes a container, killing it first if it runs, as
+// containerd does. A container that is gone is not an error.
+func (r *Runtime) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveContainerRequest) (*runtimeapi.RemoveContainerResponse, error) {
+	p, c, lock, err := r.lockedContainer(req.GetContainerId())
+	if errdefs.IsNotFound(err) {
+		return &runtimeapi.RemoveContainerResponse{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
+	if p.ShimSocket == "" {
+		return nil, errdefs.FailedPrecondition("container %s belongs to pod %s, run by `podlab run`: remove the pod (podlab rm, or RemovePodSandbox)", state.ShortID(c.ID), p.Key())
+	}
+	if err := r.stopTask(ctx, p, c, 0); err != nil {
+		return nil, err
+	}
+	if err := r.deleteTaskContainer(p, c); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.RemoveContainerResponse{}, nil
+}
+
+// deleteTaskContainer removes a stopped container: its libcontainer state
+// and cgroup (through the shim, or directly when the shim is gone), its
+// rootfs and bundle, and its record. Idempotent.
+func (r *Runtime) deleteTaskContainer(p *state.Pod, c *state.Container) error {
+	if client, err := shim.Dial(p.ShimSocket); err == nil {
+		_, err = client.Delete(context.Background(), c.ID)
+		client.Close()
+		if err != nil {
+			return fmt.Errorf("deleting container %s: %w", state.ShortID(c.ID), err)
+		}
+	} else if err := r.Sandbox.OCI.Delete(c.ID); err != nil {
+		return err
+	}
+	if err := rootfs.UnmountOverlay(filepath.Join(c.Bundle, "fs")); err != nil {
+		return fmt.Errorf("container %s rootfs: %w", state.ShortID(c.ID), err)
+	}
+	if err := os.RemoveAll(c.Bundle); err != nil {
+		return err
+	}
+	id := c.ID
+	p.RemoveContainer(id)
+	if err := r.Sandbox.Store.Save(p); err != nil {
+		return err
+	}
+	r.Sandbox.Store.UnindexContainer(id)
+	return nil
+}
+
+// ContainerStatus reports a container as its shim and exit record show it.
+func (r *Runtime) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
+	if req.GetContainerId() == "" {
+		return nil, errdefs.InvalidArgument("container_id: required")
+	}
+	p, c, err := r.Sandbox.Store.ContainerByID(req.ContainerId)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	var client *shim.Client
+	r.refreshTask(p, c, &client)
+	if client != nil {
+		client.Close()
+	}
+	st := &runtimeapi.ContainerStatus{
+		Id:          c.ID,
+		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: c.Attempt},
+		State:       criContainerState(c.State),
+		CreatedAt:   c.CreatedAt.UnixNano(),
+		Image:       &runtimeapi.ImageSpec{Image: c.Image},
+		ImageRef:    c.ImageRef,
+		ImageId:     c.ImageRef,
+		Labels:      c.Labels,
+		Annotations: c.Annotations,
+		LogPath:     c.LogPath,
+		Reason:      c.Reason,
+		Message:     c.Message,
+	}
+	if c.StartedAt != nil {
+		st.StartedAt = c.StartedAt.UnixNano()
+	}
+	if c.FinishedAt != nil {
+		st.FinishedAt = c.FinishedAt.UnixNano()
+	}
+	if c.ExitCode != nil {
+		st.ExitCode = int32(*c.ExitCode)
+		if st.Reason == "" {
+			st.Reason = "Completed"
+			if *c.ExitCode != 0 {
+				st.Reason = "Error"
+			}
+		}
+	}
+	if l, err := ReadLayers(c.Bundle); err == nil {
+		var cfg runtimeapi.ContainerConfig
+		if json.Unmarshal(l.CRI, &cfg) == nil {
+			st.Mounts = cfg.Mounts
+		}
+	}
+	resp := &runtimeapi.ContainerStatusResponse{Status: st}
+	if req.Verbose {
+		info, err := json.Marshal(map[string]any{"sandboxID": p.ID, "pid": c.PID, "bundle": c.Bundle, "cgroupPath": c.CgroupPath})
+		if err != nil {
+			return nil, err
+		}
+		resp.Info = map[string]string{"info": string(info)}
+	}
+	return resp, nil
+}
+
+func criContainerState(s string) runtimeapi.ContainerState {
+	switch s {
+	case ContainerCreated:
+		return runtimeapi.ContainerState_CONTAINER_CREATED
+	case ContainerRunning:
+		return runtimeapi.ContainerState_CONTAINER_RUNNING
+	case ContainerExited:
+		return runtimeapi.ContainerState_CONTAINER_EXITED
+	}
+	return runtimeapi.ContainerState_CONTAINER_UNKNOWN
+}
+
+// ListContainers lists containers, filtered by id (or prefix), state,
+// sandbox and labels.
+func (r *Runtime) ListContainers(ctx context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
+	pods, _, err := r.Sandbox.Store.List()
+	if err != nil {
+		return nil, err
+	}
+	f := req.GetFilter()
+	resp := &runtimeapi.ListContainersResponse{Containers: []*runtimeapi.Container{}}
+	for _, p := range pods {
+		if f != nil && f.PodSandboxId != "" && !strings.HasPrefix(p.ID, f.PodSandboxId) {
+			continue
+		}
+		for i := range p.Containers {
+			c := &p.Containers[i]
+			RefreshContainer(c)
+			st := criContainerState(c.State)
+			if f != nil {
+				if f.Id != "" && !strings.HasPrefix(c.ID, f.Id) {
+					continue
+				}
+				if f.State != nil && f.State.State != st {
+					continue
+				}
+				if !labelsMatch(c.Labels, f.LabelSelector) {
+					continue
+				}
+			}
+			resp.Containers = append(resp.Containers, &runtimeapi.Container{
+				Id: c.ID, PodSandboxId: p.ID,
+				Metadata: &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: c.Attempt},
+				Image:    &runtimeapi.ImageSpec{Image: c.Image}, ImageRef: c.ImageRef, ImageId: c.ImageRef,
+				State: st, CreatedAt: c.CreatedAt.UnixNano(), Labels: c.Labels, Annotations: c.Annotations,
+			})
+		}
+	}
+	return resp, nil
+}
+
+// ReopenContainerLog makes the shim reopen a running container's log file,
+// after the kubelet rotated it.
+func (r *Runtime) ReopenContainerLog(ctx context.Context, req *runtimeapi.ReopenContainerLogRequest) (*runtimeapi.ReopenContainerLogResponse, error) {
+	p, c, lock, err := r.lockedContainer(req.GetContainerId())
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
+	var client *shim.Client
+	r.refreshTask(p, c, &client)
+	if client != nil {
+		defer client.Close()
+	}
+	if c.State != ContainerRunning {
+		return nil, errdefs.FailedPrecondition("container %s is %s: only a running container's log can be reopened", state.ShortID(c.ID), c.State)
+	}
+	if client == nil {
+		return nil, fmt.Errorf("container %s: the pod's shim is not reachable", state.ShortID(c.ID))
+	}
+	if err := client.ReopenLog(ctx, c.ID); err != nil {
+		return nil, fmt.Errorf("reopening the log of container %s: %w", state.ShortID(c.ID), err)
+	}
+	return &runtimeapi.ReopenContainerLogResponse{}, nil
+}
+
+// ExecSync runs a command in a running container and returns its output
+// and exit code; past the timeout the command is killed.
+func (r *Runtime) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
+	if len(req.GetCmd()) == 0 {
+		return nil, errdefs.InvalidArgument("cmd: required")
+	}
+	if req.Timeout < 0 {
+		return nil, errdefs.InvalidArgument("timeout: must not be negative")
+	}
+	if req.GetContainerId() == "" {
+		return nil, errdefs.InvalidArgument("container_id: required")
+	}
+	p, c, err := r.Sandbox.Store.ContainerByID(req.ContainerId)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	var client *shim.Client
+	r.refreshTask(p, c, &client)
+	if client != nil {
+		defer client.Close()
+	}
+	if c.State != ContainerRunning {
+		return nil, errdefs.FailedPrecondition("container %s is %s: exec needs a running container", state.ShortID(c.ID), c.State)
+	}
+	if client == nil {
+		return nil, fmt.Errorf("container %s: the pod's shim is not reachable", state.ShortID(c.ID))
+	}
+	proc, err := ExecProcess(c.Bundle, req.Cmd)
+	if err != nil {
+		return nil, err
+	}
+	res, err := client.Exec(ctx, shim.ExecRequest{ID: c.ID, Process: *proc, TimeoutSeconds: req.Timeout})
+	if err != nil {
+		return nil, fmt.Errorf("exec in container %s: %w", state.ShortID(c.ID), err)
+	}
+	if res.TimedOut {
+		return nil, fmt.Errorf("exec in container %s: command %q timed out after %ds: %w", state.ShortID(c.ID), req.Cmd, req.Timeout, context.DeadlineExceeded)
+	}
+	return &runtimeapi.ExecSyncResponse{Stdout: res.Stdout, Stderr: res.Stderr, ExitCode: int32(res.ExitCode)}, nil
+}
+
+// ExecProcess is the process to exec in the container of bundle: its own
+// process (env, user, cwd, capabilities) running args, as runc exec does.
+func ExecProcess(bundle string, args []string) (*specs.Process, error) {
+	spec, err := ReadSpec(bundle)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Process == nil {
+		return nil, fmt.Errorf("bundle %s: config.json has no process", bundle)
+	}
+	proc := *spec.Process
+	proc.Args = append([]string(nil), args...)
+	proc.Terminal = false
+	return &proc, nil
+}
+
+// UpdateContainerResources applies new CPU and memory limits to a
+// container's live cgroup and records them in its config.json.
+func (r *Runtime) UpdateContainerResources(ctx context.Context, req *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
+	_, c, lock, err := r.lockedContainer(req.GetContainerId())
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
+	RefreshContainer(c)
+	if c.State == ContainerExited {
+		return nil, errdefs.FailedPrecondition("container %s has exited: there is no cgroup to update", state.ShortID(c.ID))
+	}
+	lr := req.GetLinux()
+	if lr == nil {
+		return &runtimeapi.UpdateContainerResourcesResponse{}, nil
+	}
+	res := ociResources(lr)
+	if err := r.Sandbox.OCI.Update(c.ID, res); err != nil {
+		return nil, fmt.Errorf("updating container %s: %w", state.ShortID(c.ID), err)
+	}
+	spec, err := ReadSpec(c.Bundle)
+	if err == nil {
+		spec.Linux.Resources.CPU, spec.Linux.Resources.Memory = res.CPU, res.Memory
+		err = writeJSON(filepath.Join(c.Bundle, "config.json"), spec)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("recording container %s's resources: %w", state.ShortID(c.ID), err)
+	}
+	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
+}
+
+// ociResources is the OCI form of CRI Linux resources.
+func ociResources(lr *runtimeapi.LinuxContainerResources) *specs.LinuxResources {
+	res := &specs.LinuxResources{CPU: &specs.LinuxCPU{}, Memory: &specs.LinuxMemory{}}
+	if lr.CpuShares > 0 {
+		shares := uint64(lr.CpuShares)
+		res.CPU.Shares = &shares
+	}
+	if lr.CpuQuota != 0 {
+		quota := lr.CpuQuota
+		res.CPU.Quota = &quota
+	}
+	if lr.CpuPeriod > 0 {
+		period := uint64(lr.CpuPeriod)
+		res.CPU.Period = &period
+	}
+	res.CPU.Cpus, res.CPU.Mems = lr.CpusetCpus, lr.CpusetMems
+	if lr.MemoryLimitInBytes > 0 {
+		limit := lr.MemoryLimitInBytes
+		res.Memory.Limit = &limit
+	}
+	return res
+}

@@ -1,0 +1,500 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podlab/podlab/internal/cleanup"
+	"github.com/podlab/podlab/internal/errdefs"
+	"github.com/podlab/podlab/internal/proc"
+	"github.com/podlab/podlab/internal/state"
+	"github.com/podlab/podlab/internal/trace"
+	"github.com/podlab/podlab/runtime/shim"
+	"github.com/podlab/podlab/sandbox"
+)
+
+// RunPodSandbox creates and starts a pod sandbox (CRI): the state record,
+// netns, CNI, pinned IPC/UTS namespaces, pod cgroup and pause (the sandbox
+// package's stages), the pod's files (hosts, hostname, resolv.conf, CA
+// bundle), then the pod's long-lived shim, which will be the parent of its
+// containers. Each stage's undo is registered before it runs; on error
+// nothing is left.
+func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandboxRequest) (_ *runtimeapi.RunPodSandboxResponse, retErr error) {
+	spec, err := sandboxSpec(req.GetConfig(), req.GetRuntimeHandler())
+	if err != nil {
+		return nil, err
+	}
+	lock, err := r.Sandbox.Store.LockPod(spec.Namespace, spec.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
+
+	rec := trace.New()
+	endOp := rec.Start("RunPodSandbox")
+	defer func() { endOp(retErr) }()
+	p, err := r.Sandbox.RunSpec(ctx, spec, rec)
+	if errors.Is(err, state.ErrExists) {
+		return nil, errdefs.Wrap(errdefs.ErrAlreadyExists, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var undo cleanup.List
+	defer func() {
+		if retErr != nil {
+			if err := undo.Run(); err != nil {
+				retErr = fmt.Errorf("%w (and rolling back failed: %v)", retErr, err)
+			}
+		}
+	}()
+	undo.Add("removing sandbox", func() error { return r.Sandbox.Remove(context.Background(), p, 0, trace.New()) })
+
+	end := rec.StartChild("RunPodSandbox", "pod files")
+	caSrc, err := r.caBundles().Bundle(r.Config.Injection.CA)
+	if err == nil {
+		_, _, err = r.writePodFiles(p, caSrc)
+	}
+	if err == nil && req.Config.DnsConfig != nil {
+		err = os.WriteFile(filepath.Join(r.Sandbox.Store.PodDir(p.ID), "etc", "resolv.conf"), resolvConf(req.Config.DnsConfig), 0o644)
+	}
+	end(err)
+	if err != nil {
+		return nil, fmt.Errorf("pod files: %w", err)
+	}
+
+	// The shim is recorded before it starts, so gc finds it after a crash.
+	p.ShimSocket = shim.SocketPath(r.Sandbox.Store.Dir(), p.ID)
+	if err := r.Sandbox.Store.Save(p); err != nil {
+		return nil, err
+	}
+	undo.Add("stopping shim", func() error { return r.shutdownShim(p) })
+	end = rec.StartChild("RunPodSandbox", "shim")
+	err = r.spawnTaskShim(p)
+	end(err)
+	if err != nil {
+		return nil, err
+	}
+
+	p.State = state.PodReady
+	endOp(nil)
+	endOp = func(error) {}
+	p.Spans = rec.Spans()
+	if err := r.Sandbox.Store.Save(p); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: p.ID}, nil
+}
+
+// spawnTaskShim starts p's long-lived shim and records its pid.
+func (r *Runtime) spawnTaskShim(p *state.Pod) error {
+	bin, err := sandbox.FindBinary(r.Config.ShimBinary, ShimBinaryName, "shimBinary")
+	if err != nil {
+		return err
+	}
+	pid, start, err := shim.Spawn(bin, r.Sandbox.Store.Dir(), r.Sandbox.OCI.Root, p.ID, p.ShimSocket)
+	if err != nil {
+		return fmt.Errorf("starting the pod's shim: %w", err)
+	}
+	p.ShimPID, p.ShimStart = pid, start
+	return r.Sandbox.Store.Save(p)
+}
+
+// shutdownShim ends p's long-lived shim: asked, it stops and deletes what
+// containers it still holds; a shim that does not answer is killed.
+// Idempotent.
+func (r *Runtime) shutdownShim(p *state.Pod) error {
+	if p.ShimSocket == "" {
+		return nil
+	}
+	if c, err := shim.Dial(p.ShimSocket); err == nil {
+		c.Shutdown(context.Background())
+		c.Close()
+	}
+	r.killShim(p)
+	// A crash between the shim's start and the record of its pid leaves a
+	// shim the record does not name: its socket path, unique to the pod,
+	// in its command line finds it.
+	for _, pid := range proc.FindByArgs("--serve", p.ShimSocket) {
+		if start, err := proc.StartTime(pid); err == nil {
+			proc.Stop(pid, start, 0)
+		}
+	}
+	os.Remove(p.ShimSocket)
+	return nil
+}
+
+// sandboxSpec validates a PodSandboxConfig and turns it into a sandbox Spec.
+func sandboxSpec(cfg *runtimeapi.PodSandboxConfig, handler string) (sandbox.Spec, error) {
+	var spec sandbox.Spec
+	if cfg == nil {
+		return spec, errdefs.InvalidArgument("config: required")
+	}
+	if handler != "" {
+		return spec, errdefs.InvalidArgument("runtime_handler: %q is not configured (podlab has the default handler only)", handler)
+	}
+	md := cfg.Metadata
+	if md == nil {
+		return spec, errdefs.InvalidArgument("config.metadata: required")
+	}
+	if err := validName("config.metadata.name", md.Name); err != nil {
+		return spec, err
+	}
+	if err := validNamespace("config.metadata.namespace", md.Namespace); err != nil {
+		return spec, err
+	}
+	if md.Uid != "" {
+		if err := validName("config.metadata.uid", md.Uid); err != nil {
+			return spec, err
+		}
+	}
+	if cfg.LogDirectory != "" && !cleanAbs(cfg.LogDirectory) {
+		return spec, errdefs.InvalidArgument("config.log_directory: must be a clean absolute path, got %q", cfg.LogDirectory)
+	}
+	for i, pm := range cfg.PortMappings {
+		if pm.GetHostPort() > 0 {
+			// The kubelet sends every container port; only those with a
+			// host port need the portmap plugin (as containerd skips the rest).
+			return spec, errdefs.Unimplemented("config.port_mappings[%d]: host ports are not supported yet", i)
+		}
+	}
+	spec = sandbox.Spec{
+		Name: md.Name, Namespace: md.Namespace, UID: md.Uid, Attempt: md.Attempt,
+		Hostname: cfg.Hostname, Labels: cfg.Labels, Annotations: cfg.Annotations,
+		LogDirectory: cfg.LogDirectory,
+	}
+	if spec.Hostname == "" {
+		spec.Hostname = md.Name
+	}
+	if len(spec.Hostname) > 64 {
+		return spec, errdefs.InvalidArgument("config.hostname: longer than 64 characters")
+	}
+	if lx := cfg.Linux; lx != nil {
+		if err := validSysctls(lx.Sysctls); err != nil {
+			return spec, err
+		}
+		spec.Sysctls = lx.Sysctls
+		if ns := lx.GetSecurityContext().GetNamespaceOptions(); ns != nil {
+			switch ns.Network {
+			case runtimeapi.NamespaceMode_NODE:
+				spec.HostNetwork = true
+			case runtimeapi.NamespaceMode_POD:
+			default:
+				return spec, errdefs.InvalidArgument("config.linux.security_context.namespace_options.network: %s is not valid for a sandbox (POD or NODE)", ns.Network)
+			}
+			switch ns.Ipc {
+			case runtimeapi.NamespaceMode_NODE:
+				spec.HostIPC = true
+			case runtimeapi.NamespaceMode_POD:
+			default:
+				return spec, errdefs.InvalidArgument("config.linux.security_context.namespace_options.ipc: %s is not valid for a sandbox (POD or NODE)", ns.Ipc)
+			}
+			switch ns.Pid {
+			case runtimeapi.NamespaceMode_NODE:
+				spec.HostPID = true
+			case runtimeapi.NamespaceMode_POD:
+				spec.ShareProcNS = true
+			case runtimeapi.NamespaceMode_CONTAINER:
+			default:
+				return spec, errdefs.InvalidArgument("config.linux.security_context.namespace_options.pid: %s is not valid for a sandbox (POD, CONTAINER or NODE)", ns.Pid)
+			}
+		}
+	}
+	return spec, nil
+}
+
+// resolvConf is the pod's /etc/resolv.conf from the CRI DNSConfig.
+func resolvConf(dns *runtimeapi.DNSConfig) []byte {
+	var b strings.Builder
+	if len(dns.Searches) > 0 {
+		fmt.Fprintf(&b, "search %s\n", strings.Join(dns.Searches, " "))
+	}
+	for _, s := range dns.Servers {
+		fmt.Fprintf(&b, "nameserver %s\n", s)
+	}
+	if len(dns.Options) > 0 {
+		fmt.Fprintf(&b, "options %s\n", strings.Join(dns.Options, " "))
+	}
+	return []byte(b.String())
+}
+
+// lockedPod finds the pod with id (or a unique prefix of it) and takes its
+// lock, re-reading the record under it. ok is false, with no error, when no
+// such pod exists.
+func (r *Runtime) lockedPod(id string) (p *state.Pod, lock *state.Lock, err error) {
+	if id == "" {
+		return nil, nil, errdefs.InvalidArgument("pod_sandbox_id: required")
+	}
+	p, err = r.Sandbox.Store.PodByID(id)
+	if err != nil {
+		return nil, nil, notFound(err)
+	}
+	lock, err = r.Sandbox.Store.LockPod(p.Namespace, p.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if p, err = r.Sandbox.Store.Get(p.ID); err != nil {
+		lock.Unlock()
+		return nil, nil, notFound(err)
+	}
+	return p, lock, nil
+}
+
+// notFound marks the state store's not-found errors as ErrNotFound.
+func notFound(err error) error {
+	if errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrContainerNotFound) {
+		return errdefs.Wrap(errdefs.ErrNotFound, err)
+	}
+	return err
+}
+
+// StopPodSandbox stops the sandbox's containers (forcibly: the kubelet has
+// stopped them with their grace period already), its pause, and detaches
+// it from the network (CNI DEL, netns removed). Stopping a sandbox that is
+// stopped or gone is not an error, as the CRI asks.
+func (r *Runtime) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
+	p, lock, err := r.lockedPod(req.GetPodSandboxId())
+	if errdefs.IsNotFound(err) {
+		return &runtimeapi.StopPodSandboxResponse{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
+	if p.ShimSocket == "" {
+		err = r.StopPod(ctx, p, 0, trace.New())
+	} else {
+		err = r.stopSandbox(ctx, p)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stopping pod sandbox %s: %w", state.ShortID(p.ID), err)
+	}
+	return &runtimeapi.StopPodSandboxResponse{}, nil
+}
+
+func (r *Runtime) stopSandbox(ctx context.Context, p *state.Pod) error {
+	rec := trace.NewAt(p.Created)
+	end := rec.Start("StopPodSandbox")
+	errs := r.stopTaskContainers(p)
+	if err := r.Sandbox.Store.Save(p); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		end(err)
+		return err
+	}
+	if p.State == state.PodStopped {
+		end(nil)
+		return nil
+	}
+	err := r.Sandbox.Stop(ctx, p, 0, rec)
+	end(err)
+	return err
+}
+
+// stopTaskContainers kills every container of p that still runs, through
+// its shim, and records how each ended.
+func (r *Runtime) stopTaskContainers(p *state.Pod) []error {
+	var errs []error
+	var client *shim.Client
+	for i := range p.Containers {
+		c := &p.Containers[i]
+		r.refreshTask(p, c, &client)
+		if c.State != ContainerRunning && c.State != ContainerCreated {
+			continue
+		}
+		if client == nil {
+			errs = append(errs, fmt.Errorf("container %s: the pod's shim is not reachable", state.ShortID(c.ID)))
+			continue
+		}
+		if err := client.Stop(context.Background(), c.ID, 0); err != nil {
+			errs = append(errs, fmt.Errorf("stopping container %s: %w", state.ShortID(c.ID), err))
+			continue
+		}
+		r.refreshTask(p, c, &client)
+	}
+	if client != nil {
+		client.Close()
+	}
+	return errs
+}
+
+// RemovePodSandbox removes a sandbox and everything it holds: its
+// containers (killed if running), its network, its shim, cgroup and record.
+// Removing a sandbox that is gone is not an error.
+func (r *Runtime) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePodSandboxRequest) (*runtimeapi.RemovePodSandboxResponse, error) {
+	p, lock, err := r.lockedPod(req.GetPodSandboxId())
+	if errdefs.IsNotFound(err) {
+		return &runtimeapi.RemovePodSandboxResponse{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if p.ShimSocket == "" {
+		err = r.RemovePod(ctx, p, 0, trace.New())
+	} else {
+		err = r.removeSandbox(ctx, p)
+	}
+	if err != nil {
+		lock.Unlock()
+		return nil, fmt.Errorf("removing pod sandbox %s: %w", state.ShortID(p.ID), err)
+	}
+	lock.UnlockAndRemove()
+	return &runtimeapi.RemovePodSandboxResponse{}, nil
+}
+
+// removeSandbox tears a CRI pod down. The intent is recorded first, so
+// that gc (or a restarted server) finishes a removal that crashed.
+func (r *Runtime) removeSandbox(ctx context.Context, p *state.Pod) error {
+	if p.State != state.PodRemoving {
+		p.State = state.PodRemoving
+		if err := r.Sandbox.Store.Save(p); err != nil {
+			return err
+		}
+	}
+	rec := trace.New()
+	errs := r.stopTaskContainers(p)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	var removeErrs []error
+	for _, c := range append([]state.Container(nil), p.Containers...) {
+		if err := r.deleteTaskContainer(p, &c); err != nil {
+			removeErrs = append(removeErrs, err)
+		}
+	}
+	if err := errors.Join(removeErrs...); err != nil {
+		return err
+	}
+	if err := r.shutdownShim(p); err != nil {
+		return err
+	}
+	if err := r.Sandbox.Stop(ctx, p, 0, rec); err != nil {
+		return err
+	}
+	if p.UID != "" && p.LogDirectory == "" {
+		os.RemoveAll(r.LogDir(p))
+	}
+	return r.Sandbox.Delete(p, rec)
+}
+
+// PodSandboxStatus reports a sandbox's state as the host shows it: Ready
+// only while its record is Ready and its pause runs.
+func (r *Runtime) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
+	if req.GetPodSandboxId() == "" {
+		return nil, errdefs.InvalidArgument("pod_sandbox_id: required")
+	}
+	p, err := r.Sandbox.Store.PodByID(req.PodSandboxId)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	resp := &runtimeapi.PodSandboxStatusResponse{Status: podSandboxStatus(p)}
+	if req.Verbose {
+		info, err := json.Marshal(p)
+		if err != nil {
+			return nil, err
+		}
+		resp.Info = map[string]string{"info": string(info)}
+	}
+	return resp, nil
+}
+
+// SandboxState is p's CRI state: ready only while the record is Ready and
+// the pause runs.
+func SandboxState(p *state.Pod) runtimeapi.PodSandboxState {
+	if p.State == state.PodReady && sandbox.PauseAlive(p) {
+		return runtimeapi.PodSandboxState_SANDBOX_READY
+	}
+	return runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+}
+
+func podSandboxStatus(p *state.Pod) *runtimeapi.PodSandboxStatus {
+	st := &runtimeapi.PodSandboxStatus{
+		Id:          p.ID,
+		Metadata:    podMetadata(p),
+		State:       SandboxState(p),
+		CreatedAt:   p.Created.UnixNano(),
+		Labels:      p.Labels,
+		Annotations: p.Annotations,
+		Network:     &runtimeapi.PodSandboxNetworkStatus{},
+		Linux: &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{Options: &runtimeapi.NamespaceOption{
+			Network: nsMode(p.HostNetwork),
+			Ipc:     nsMode(p.HostIPC),
+			Pid:     podPIDMode(p),
+		}}},
+	}
+	if len(p.IPs) > 0 {
+		st.Network.Ip = p.IPs[0]
+		for _, ip := range p.IPs[1:] {
+			st.Network.AdditionalIps = append(st.Network.AdditionalIps, &runtimeapi.PodIP{Ip: ip})
+		}
+	}
+	return st
+}
+
+func podPIDMode(p *state.Pod) runtimeapi.NamespaceMode {
+	switch {
+	case p.HostPID:
+		return runtimeapi.NamespaceMode_NODE
+	case p.ShareProcNS:
+		return runtimeapi.NamespaceMode_POD
+	}
+	return runtimeapi.NamespaceMode_CONTAINER
+}
+
+func podMetadata(p *state.Pod) *runtimeapi.PodSandboxMetadata {
+	return &runtimeapi.PodSandboxMetadata{Name: p.Name, Namespace: p.Namespace, Uid: p.UID, Attempt: p.Attempt}
+}
+
+// ListPodSandbox lists sandboxes, filtered by id (or unique prefix), state
+// and labels.
+func (r *Runtime) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+	pods, _, err := r.Sandbox.Store.List()
+	if err != nil {
+		return nil, err
+	}
+	f := req.GetFilter()
+	resp := &runtimeapi.ListPodSandboxResponse{Items: []*runtimeapi.PodSandbox{}}
+	for _, p := range pods {
+		if p.State == state.PodCreating {
+			continue // not yet a sandbox a client can know of
+		}
+		st := SandboxState(p)
+		if f != nil {
+			if f.Id != "" && !strings.HasPrefix(p.ID, f.Id) {
+				continue
+			}
+			if f.State != nil && f.State.State != st {
+				continue
+			}
+			if !labelsMatch(p.Labels, f.LabelSelector) {
+				continue
+			}
+		}
+		resp.Items = append(resp.Items, &runtimeapi.PodSandbox{
+			Id: p.ID, Metadata: podMetadata(p), State: st, CreatedAt: p.Created.UnixNano(),
+			Labels: p.Labels, Annotations: p.Annotations,
+		})
+	}
+	return resp, nil
+}
+
+func labelsMatch(labels, selector map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// waitTimeout bounds how long a CRI call waits on a shim answer.
+const shimCallTimeout = 30 * time.Second
