@@ -62,6 +62,7 @@ with runc's libcontainer. Every stage is timed.`,
 		newConfigCmd(g),
 		newDemoCmd(g),
 		newGCCmd(g),
+		newServeCmd(g),
 	)
 	root.InitDefaultCompletionCmd()
 	root.InitDefaultHelpCmd()

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/podlab/podlab/runtime"
+	"github.com/podlab/podlab/runtime/config"
+	"github.com/podlab/podlab/runtime/cri"
+)
+
+func newServeCmd(g *globalFlags) *cobra.Command {
+	var listen, logLevel, logFormat string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the CRI (RuntimeService, ImageService) on a unix socket for crictl, critest and the kubelet",
+		Long: `serve runs podlab as a CRI runtime: the CRI v1 RuntimeService and
+ImageService over gRPC on a unix socket (0600, root only), the calls going
+to the same runtime operations as podlab's own commands.
+
+One server runs per state dir (a lock in it says which pid). Before serving,
+it finishes or undoes what a crashed server or command left half-done, as
+podlab gc does. On SIGTERM or SIGINT it waits up to 10s for calls in
+flight, removes the socket and exits 0; pods and containers keep running,
+and the next server picks them up.
+
+Not implemented yet, and answered "Unimplemented": PullImage (import images
+with podlab image import), Exec/Attach/PortForward (use crictl exec --sync),
+checkpoints, events and metrics.`,
+		Example: `  sudo podlab serve
+  sudo podlab serve --listen /tmp/podlab.sock --log-level debug
+  sudo crictl --runtime-endpoint unix:///run/podlab/podlab.sock pods`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := cri.NewLogger(os.Stderr, logLevel, logFormat)
+			if err != nil {
+				return err
+			}
+			// What the runtime core logs through slog goes to the same place.
+			slog.SetDefault(log)
+			tuneForLongCommand()
+
+			cfg, err := config.Load(g.configPath)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			// A second signal kills at once, for a stop that hangs.
+			context.AfterFunc(ctx, stop)
+
+			l, lock, err := cri.Listen(listen, cfg.StateDir)
+			if err != nil {
+				return err
+			}
+			defer lock.Release()
+			defer l.Close()
+			rt, err := runtime.New(cfg, g.configPath)
+			if err != nil {
+				return err
+			}
+			// Under the lock and before the first call: no other server
+			// works on these pods, and no client sees a half-done one.
+			// Clients that connect meanwhile wait in the listen backlog.
+			done, err := rt.Recover(ctx)
+			for _, line := range done {
+				log.Info("recovered", "what", line)
+			}
+			if ctx.Err() != nil {
+				log.Info("stopped during recovery", "reason", context.Cause(ctx))
+				return nil
+			}
+			if err != nil {
+				// One pod that cannot be reconciled must not keep the
+				// others from being served: it stays for gc or a client.
+				log.Warn("recovery left work undone", "error", err)
+			}
+			return cri.NewServer(rt, rt, log).Serve(ctx, l)
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", cri.DefaultEndpoint, "unix socket to serve on: unix:///path or a plain path")
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug (one line per call), info, warn or error")
+	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	return cmd
+}
