@@ -3,10 +3,12 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/runtime/inspect"
 )
 
@@ -31,7 +33,13 @@ kubelet point is visible from RunContainerOptions on, one at the runtime point
 only from the OCI spec on (as containerd NRI adds it), one at the hook point
 only in the live process (an OCI createContainer hook mounts it).
 --diff shows, with go-cmp, what each layer added, removed or changed
-relative to the one before.`,
+relative to the one before.
+
+A pod made through the CRI (podlab serve, by crictl or the kubelet) has no
+podspec or options layer: those are the CRI client's, which sends podlab only
+the ContainerConfig. Its layers are cri (as the client sent it), oci and
+process, and its injected items are the runtime- and hook-point rules' as
+CreateContainer applied them.`,
 		Example: `  sudo podlab inspect web                        # every layer and the visibility table
   sudo podlab inspect web -c sidecar --layer oci
   sudo podlab inspect web --diff                 # what each layer added or changed
@@ -40,9 +48,6 @@ relative to the one before.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if layer != "all" && !inspect.ValidLayer(layer) {
 				return fmt.Errorf("--layer: unknown layer %q (want %s or all)", layer, strings.Join(inspect.LayerNames, ", "))
-			}
-			if layer == inspect.LayerPodSpec && diff {
-				return fmt.Errorf("--diff --layer podspec: the podspec is the first layer; nothing comes before it")
 			}
 			switch output {
 			case "table", "json", "yaml":
@@ -53,6 +58,10 @@ relative to the one before.`,
 			if err != nil {
 				return err
 			}
+			c = newestAttempt(p, c)
+			if err := checkLayer(p, layer, diff); err != nil {
+				return err
+			}
 			r, err := inspect.Inspect(p, c, inspect.Rules{Injection: rt.Config.Injection, DevicePlugins: rt.Config.DevicePlugins})
 			if err != nil {
 				return err
@@ -60,7 +69,11 @@ relative to the one before.`,
 			all := r.Layers
 			// Keep the selected layer (and, for --diff, the diff into it).
 			if layer != "all" {
-				r.Layers = []inspect.Layer{*inspect.FindLayer(r.Layers, layer)}
+				l := inspect.FindLayer(r.Layers, layer)
+				if l == nil {
+					return fmt.Errorf("--layer %s: container %s of pod %s has no such layer", layer, c.Name, p.Key())
+				}
+				r.Layers = []inspect.Layer{*l}
 				var ds []inspect.Diff
 				for _, d := range r.Diffs {
 					if d.To == layer {
@@ -94,12 +107,41 @@ relative to the one before.`,
 		},
 	}
 	cmd.Flags().StringVarP(&container, "container", "c", "", "container name (default: the first app container)")
-	cmd.Flags().StringVar(&layer, "layer", "all", "layer to show: podspec, options, cri, oci, process or all")
+	cmd.Flags().StringVar(&layer, "layer", "all", "layer to show: podspec, options, cri, oci, process or all (a CRI client's pod: cri, oci, process or all)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
 	cmd.Flags().BoolVar(&diff, "diff", false, "show what each layer added, removed or changed relative to the one before (go-cmp)")
 	cmd.RegisterFlagCompletionFunc("layer", cobra.FixedCompletions(append([]string{"all"}, inspect.LayerNames...), cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// checkLayer checks that pod p has the --layer asked for, and a layer before
+// it for --diff.
+func checkLayer(p *state.Pod, layer string, diff bool) error {
+	path := inspect.LayerNames
+	if inspect.CreatedBy(p) == inspect.CreatorCRI {
+		path = inspect.CRILayerNames
+		if slices.Contains(inspect.ClientLayers, layer) {
+			return fmt.Errorf("--layer %s: pod %s was created through the CRI by a %s, whose %s are its own: podlab has layers %s",
+				layer, p.Key(), inspect.CreatorCRI, strings.Join(inspect.ClientLayers, " and "), strings.Join(path, ", "))
+		}
+	}
+	if diff && layer == path[0] {
+		return fmt.Errorf("--diff --layer %s: %s is the first layer of pod %s; nothing comes before it", layer, layer, p.Key())
+	}
+	return nil
+}
+
+// newestAttempt is the latest attempt of the container c names: the
+// kubelet keeps the previous attempt of a restarted container beside the
+// new one, and the new one is what runs.
+func newestAttempt(p *state.Pod, c *state.Container) *state.Container {
+	for i := range p.Containers {
+		if o := &p.Containers[i]; o.Name == c.Name && o.Attempt > c.Attempt {
+			c = o
+		}
+	}
+	return c
 }
 
 func newVerifyCmd(g *globalFlags) *cobra.Command {
@@ -120,7 +162,13 @@ the injection rules and device plugins give each container, and checks:
     process has none of them;
 
 and lists every env override recorded when the pod was created. Exit status
-0 when every check holds, 1 otherwise, with the failing items listed.`,
+0 when every check holds, 1 otherwise, with the failing items listed.
+
+A pod made through the CRI (podlab serve) has no manifest: each container is
+checked against what the runtime- and hook-point rules gave it at
+CreateContainer, in config.json and the live process. Kubelet-point rules and
+device plugins are the CRI client's, and so is whether a container runs: one
+that does not is checked in its stored layers only.`,
 		Example: `  sudo podlab verify web
   sudo podlab verify web -o json`,
 		Args: cobra.ExactArgs(1),

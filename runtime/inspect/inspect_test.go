@@ -445,7 +445,7 @@ func TestCheckItems(t *testing.T) {
 		want := processEnv(items, f.stored.Options)
 		var cs []Check
 		for _, it := range items {
-			cs = append(cs, checkItem(app, it, ls, f.stored.Options, want))
+			cs = append(cs, checkItem(app.Name, it, ls, f.stored.Options, want, ""))
 		}
 		return checksByItem(cs)
 	}
@@ -505,7 +505,7 @@ func TestCheckItems(t *testing.T) {
 	opts.Mounts = slices.DeleteFunc(slices.Clone(opts.Mounts), func(m runtime.Mount) bool { return m.ContainerPath == "/etc/kube-injected" })
 	stale.Options = &opts
 	ls := BuildLayers(f.pod, "app", &stale, f.proc, "")
-	c := checkItem(app, Item{Kind: KindMount, Name: "/etc/kube-injected", Value: "/tmp/insp/host/kfile", ReadOnly: true, Source: "platform", Origin: "kube-rule", Point: inject.PointKubelet}, ls, &opts, nil)
+	c := checkItem(app.Name, Item{Kind: KindMount, Name: "/etc/kube-injected", Value: "/tmp/insp/host/kfile", ReadOnly: true, Source: "platform", Origin: "kube-rule", Point: inject.PointKubelet}, ls, &opts, nil, "")
 	if c.OK || !strings.Contains(c.Detail, "not in the stored RunContainerOptions") {
 		t.Errorf("missing options mount: ok=%v %q", c.OK, c.Detail)
 	}
@@ -524,14 +524,14 @@ func TestCheckExcluded(t *testing.T) {
 	// A clean init container.
 	clean := BuildLayers(f.pod, "setup", &runtime.Layers{Options: &runtime.RunContainerOptions{}, CRI: json.RawMessage(`{}`), OCI: f.stored.OCI}, nil, "container setup is not running (Exited, exit code 0)")
 	*FindLayer(clean, LayerOCI) = Layer{Name: LayerOCI, Env: []Env{{Name: "PATH", Value: "/bin"}}}
-	for _, c := range checkExcluded("setup", testRules, inj, nil, clean, CABundlePath(fixturePodDir)) {
+	for _, c := range checkExcluded("setup", testRules, inj, nil, clean, CABundlePath(fixturePodDir), nil) {
 		if !c.OK || !strings.Contains(c.Detail, "init container (includeInit is false)") {
 			t.Errorf("%s: ok=%v %s", c.Item, c.OK, c.Detail)
 		}
 	}
 
 	// An init container that got everything the app got: every rule's items are found.
-	got := checksByItem(checkExcluded("setup", testRules, inj, nil, f.layers(), CABundlePath(fixturePodDir)))
+	got := checksByItem(checkExcluded("setup", testRules, inj, nil, f.layers(), CABundlePath(fixturePodDir), nil))
 	for item, want := range map[string][]string{
 		"excluded by rule ca-bundle": {"env SSL_CERT_FILE at options, cri, oci, process", "mount /etc/ssl/certs/ca-certificates.crt at options, cri, oci, process"},
 		"excluded by rule kube-rule": {"env KUBE_INJECTED at options, cri, oci, process", "mount /etc/kube-injected at options, cri, oci, process"},

@@ -55,9 +55,12 @@ func (it Item) Label() string { return it.Kind + " " + it.Name }
 
 // Marks are the item's cells in a visibility table, one per layer in
 // LayerNames order, each after a tab: ✓ where that layer shows it, – where not.
-func (it Item) Marks() string {
+func (it Item) Marks() string { return it.MarksFor(LayerNames) }
+
+// MarksFor is Marks for the given layers (Report.DataPath).
+func (it Item) MarksFor(layers []string) string {
 	var b strings.Builder
-	for _, l := range LayerNames {
+	for _, l := range layers {
 		if it.Visible[l] {
 			b.WriteString("\t✓")
 		} else {

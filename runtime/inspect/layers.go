@@ -7,6 +7,10 @@
 //	oci      the OCI runtime spec, config.json (process.env, mounts)
 //	process  the live init: /proc/<pid>/environ and /proc/<pid>/mountinfo
 //
+// A container made through the CRI (podlab serve) has the last three
+// only: its podspec and RunContainerOptions are the CRI client's, which
+// sends podlab the ContainerConfig alone.
+//
 // The layer views are pure functions of stored data (the pod record, the
 // bundle's layers.json and config.json, and the process's /proc files), so
 // they can be built from fixtures; Inspect and Verify read the files.
@@ -39,11 +43,27 @@ const (
 // LayerNames are the layers in data-path order.
 var LayerNames = []string{LayerPodSpec, LayerOptions, LayerCRI, LayerOCI, LayerProcess}
 
+// CRILayerNames are the layers of a container made through the CRI: the
+// ContainerConfig as the client sent it, and what podlab made of it.
+var CRILayerNames = []string{LayerCRI, LayerOCI, LayerProcess}
+
+// ClientLayers are the layers a CRI client keeps to itself: the kubelet
+// turns the PodSpec into RunContainerOptions and sends only the
+// ContainerConfig made of them, so podlab has no record of either.
+var ClientLayers = []string{LayerPodSpec, LayerOptions}
+
 // LayerColumns are a visibility table's header cells for the layers (see
 // Item.Marks): each name in upper case, after a tab.
-func LayerColumns() string {
-	return "\t" + strings.ToUpper(strings.Join(LayerNames, "\t"))
+func LayerColumns() string { return LayerColumnsFor(LayerNames) }
+
+// LayerColumnsFor is LayerColumns for the given layers (see Item.MarksFor).
+func LayerColumnsFor(layers []string) string {
+	return "\t" + strings.ToUpper(strings.Join(layers, "\t"))
 }
+
+// criClientTitle is the CRI layer's title for a CRI client's container:
+// podlab stores the request as it came, with nothing of its own in it.
+const criClientTitle = "CRI ContainerConfig as the CRI client sent it (CreateContainer request)"
 
 var layerTitles = map[string]string{
 	LayerPodSpec: "PodSpec as written (spec.containers[].env, envFrom, volumeMounts)",
@@ -409,8 +429,9 @@ func parseEnv(kvs []string) []Env {
 	return out
 }
 
-// BuildLayers builds every layer view from stored data and the process
-// (proc nil: procErr says why there is no process layer).
+// BuildLayers builds every layer view of a container of `podlab run` from
+// stored data and the process (proc nil: procErr says why there is no
+// process layer).
 func BuildLayers(pod *corev1.Pod, container string, stored *runtime.Layers, proc *Process, procErr string) []Layer {
 	var opts *runtime.RunContainerOptions
 	var cri json.RawMessage
@@ -421,14 +442,41 @@ func BuildLayers(pod *corev1.Pod, container string, stored *runtime.Layers, proc
 	ls := []Layer{PodSpecLayer(pod, container), OptionsLayer(opts), CRILayer(cri), OCILayer(spec)}
 	if stored == nil {
 		for i := 1; i < len(ls); i++ {
-			ls[i].Error = "no stored layers for this container"
+			ls[i].Error = noStoredLayers
 		}
 	}
+	return append(ls, processLayer(proc, spec, procErr))
+}
+
+// BuildCRILayers builds the layer views of a container made through the
+// CRI: the ContainerConfig as the client sent it, config.json, and the
+// process (proc nil: procErr says why there is none). The podspec and
+// RunContainerOptions are the client's, so there are no such layers, not
+// even empty ones: a layer shown empty would say it holds nothing.
+func BuildCRILayers(stored *runtime.Layers, proc *Process, procErr string) []Layer {
+	var cri json.RawMessage
+	var spec *specs.Spec
+	if stored != nil {
+		cri, spec = stored.CRI, stored.OCI
+	}
+	ls := []Layer{CRILayer(cri), OCILayer(spec)}
+	ls[0].Title = criClientTitle
+	if stored == nil {
+		for i := range ls {
+			ls[i].Error = noStoredLayers
+		}
+	}
+	return append(ls, processLayer(proc, spec, procErr))
+}
+
+const noStoredLayers = "no stored layers for this container"
+
+func processLayer(proc *Process, spec *specs.Spec, procErr string) Layer {
 	pl := ProcessLayer(proc, spec)
 	if proc == nil && procErr != "" {
 		pl.Error = procErr
 	}
-	return append(ls, pl)
+	return pl
 }
 
 // FindLayer returns the layer named name of ls, or nil.

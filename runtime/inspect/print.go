@@ -32,18 +32,27 @@ func (p printer) short(s string) string {
 
 func newTab(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
 
-// WriteHeader writes the report's first lines: pod, container, state, pod dir.
+// WriteHeader writes the report's first lines: pod, container, state, pod
+// dir, and for a CRI client's container which layers are the client's.
 func WriteHeader(w io.Writer, r *Report) {
 	kind := "container"
 	if r.Init {
 		kind = "init container"
 	}
+	name := r.Container
+	if r.Attempt > 0 {
+		name += fmt.Sprintf(" attempt %d", r.Attempt)
+	}
 	st := r.State
 	if r.PID > 0 {
 		st += fmt.Sprintf(", pid %d", r.PID)
 	}
-	fmt.Fprintf(w, "Pod %s (%s)  %s %s (%s)  %s\n", r.Pod, state.ShortID(r.PodID), kind, r.Container, state.ShortID(r.ContainerID), st)
+	fmt.Fprintf(w, "Pod %s (%s)  %s %s (%s)  %s\n", r.Pod, state.ShortID(r.PodID), kind, name, state.ShortID(r.ContainerID), st)
 	fmt.Fprintf(w, "%s=%s\n", podDirVar, r.PodDir)
+	if r.CreatedBy == CreatorCRI {
+		fmt.Fprintf(w, "Created through the CRI by a %s: its %s layers are the client's (the kubelet's), which sends only the ContainerConfig; podlab shows that (%s), the OCI spec made of it (%s) and the live process (%s).\n",
+			CreatorCRI, strings.Join(ClientLayers, " and "), LayerCRI, LayerOCI, LayerProcess)
+	}
 }
 
 // WriteLayer writes one layer's env and mounts as tables.
@@ -141,22 +150,41 @@ func WriteVisibility(w io.Writer, r *Report) {
 	}
 	if len(r.Injected) == 0 {
 		fmt.Fprintln(w, "  (nothing injected into this container)")
+		if r.CreatedBy == CreatorCRI {
+			writePoints(w, r.CreatedBy)
+		}
 		return
 	}
+	switch {
+	case r.InjectionFrom == InjectionFromStored:
+		fmt.Fprintln(w, "  (as the runtime applied them at CreateContainer, from layers.json)")
+	case r.CreatedBy == CreatorCRI:
+		fmt.Fprintln(w, "  (layers.json records none: resolved again with the current runtime- and hook-point rules)")
+	}
+	path := r.DataPath()
 	tw := newTab(w)
-	fmt.Fprintln(tw, "  ITEM\tVALUE\tBY"+LayerColumns())
+	fmt.Fprintln(tw, "  ITEM\tVALUE\tBY"+LayerColumnsFor(path))
 	var notes []string
 	for _, it := range r.Injected {
-		fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", it.Label(), p.short(it.Value), it.By(), it.Marks())
+		fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", it.Label(), p.short(it.Value), it.By(), it.MarksFor(path))
 		if it.Note != "" {
 			notes = append(notes, it.Label()+": "+it.Note)
 		}
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "  kubelet point: RunContainerOptions and after; runtime point: the OCI spec and after; hook point: the live process only.")
+	writePoints(w, r.CreatedBy)
 	for _, n := range notes {
 		fmt.Fprintln(w, "  note: "+p.short(n))
 	}
+}
+
+// writePoints says at which layers each injection point's items show.
+func writePoints(w io.Writer, createdBy string) {
+	if createdBy == CreatorCRI {
+		fmt.Fprintln(w, "  runtime point: the OCI spec and after; hook point: the live process only. The kubelet point and device plugins are the CRI client's.")
+		return
+	}
+	fmt.Fprintln(w, "  kubelet point: RunContainerOptions and after; runtime point: the OCI spec and after; hook point: the live process only.")
 }
 
 // WriteDiffs writes go-cmp's report of what each layer of ls changed
@@ -195,6 +223,9 @@ func WriteVerification(w io.Writer, v *Verification) {
 	p := printer{w, v.PodDir}
 	if v.PodDir != "" {
 		fmt.Fprintf(w, "%s=%s\n", podDirVar, v.PodDir)
+	}
+	if v.CreatedBy == CreatorCRI {
+		fmt.Fprintf(w, "Created through the CRI by a %s: checked are the runtime- and hook-point rules, in config.json and the live process; the kubelet point and device plugins are the client's.\n", CreatorCRI)
 	}
 	tw := newTab(w)
 	fmt.Fprintln(tw, "CONTAINER\tCHECK\tBY\tRESULT\tDETAIL")

@@ -122,6 +122,11 @@ func (p *Process) starting(want []string, wantEnv bool) bool {
 	return len(p.Environ) == 0 && wantEnv
 }
 
+// ErrNotRunning is the error ContainerProcess wraps when the container
+// has no live process (created, exited, or gone), as against one whose
+// process could not be read.
+var ErrNotRunning = errors.New("not running")
+
 func notRunning(c *state.Container, why string) error {
 	s := c.State
 	if c.ExitCode != nil {
@@ -130,7 +135,7 @@ func notRunning(c *state.Container, why string) error {
 	if why != "" {
 		s = why
 	}
-	return fmt.Errorf("container %s is not running (%s)", c.Name, s)
+	return fmt.Errorf("container %s is %w (%s)", c.Name, ErrNotRunning, s)
 }
 
 // PauseProcess returns the pod's live pause process.

@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -42,8 +43,11 @@ type Override struct {
 
 // Verification is verify's answer for a pod.
 type Verification struct {
-	Pod       string     `json:"pod"`
-	PodDir    string     `json:"podDir,omitempty"`
+	Pod    string `json:"pod"`
+	PodDir string `json:"podDir,omitempty"`
+	// CreatedBy is CreatorRun or CreatorCRI: for a CRI client's pod,
+	// verify checks the runtime and hook points only.
+	CreatedBy string     `json:"createdBy"`
 	OK        bool       `json:"ok"`
 	Checks    []Check    `json:"checks"`
 	Overrides []Override `json:"overrides"`
@@ -71,8 +75,15 @@ func (v *Verification) Failures() []Check {
 //
 // An init container has exited by the time the app containers run: its
 // items are checked in its stored layers only.
+//
+// A pod made through the CRI has no manifest: each container is checked
+// against what the runtime- and hook-point rules gave it at
+// CreateContainer (its layers.json), at the OCI layer and in the live
+// process; kubelet-point rules and device plugins are the CRI client's.
+// Whether its containers run is the client's call too: one that does not
+// is checked in its stored layers only.
 func Verify(p *state.Pod, rules Rules) *Verification {
-	v := &Verification{Pod: p.Key(), Checks: []Check{}, Overrides: []Override{}}
+	v := &Verification{Pod: p.Key(), CreatedBy: CreatedBy(p), Checks: []Check{}, Overrides: []Override{}}
 	if b := firstBundle(p); b != "" {
 		v.PodDir = PodDirOf(b)
 	}
@@ -80,11 +91,16 @@ func Verify(p *state.Pod, rules Rules) *Verification {
 	if err != nil {
 		v.Checks = append(v.Checks, Check{Container: "-", Item: "manifest", Detail: err.Error()})
 	}
-	if len(p.Containers) == 0 {
+	switch {
+	case len(p.Containers) > 0:
+	case v.CreatedBy == CreatorCRI:
+		// The kubelet runs the sandbox first, then creates its containers.
+		v.Checks = append(v.Checks, Check{Container: "-", Item: "containers", OK: true, Detail: "none yet: the CRI client creates them"})
+	default:
 		v.Checks = append(v.Checks, Check{Container: "-", Item: "containers", Detail: "the pod has no containers"})
 	}
 	for i := range p.Containers {
-		v.Checks = append(v.Checks, verifyContainer(pod, &p.Containers[i], rules)...)
+		v.Checks = append(v.Checks, verifyContainer(p, pod, &p.Containers[i], rules)...)
 	}
 	v.Checks = append(v.Checks, verifyPause(p, rules)...)
 	for _, e := range p.Events {
@@ -96,14 +112,27 @@ func Verify(p *state.Pod, rules Rules) *Verification {
 	return v
 }
 
-func verifyContainer(pod *corev1.Pod, c *state.Container, rules Rules) []Check {
+func verifyContainer(p *state.Pod, pod *corev1.Pod, c *state.Container, rules Rules) []Check {
+	cri := CreatedBy(p) == CreatorCRI
+	name := containerLabel(c)
 	fail := func(item, detail string) []Check {
-		return []Check{{Container: c.Name, Item: item, Detail: detail}}
+		return []Check{{Container: name, Item: item, Detail: detail}}
 	}
 	var checks []Check
 	proc, perr := ContainerProcess(c)
-	if !c.Init {
-		ch := Check{Container: c.Name, Item: "running", OK: perr == nil}
+	// storedOnly, when set, says why a container without a process is
+	// checked in its stored layers only, rather than failed.
+	storedOnly := ""
+	switch {
+	case c.Init:
+		storedOnly = "init container has exited: checked its stored layers only"
+	case cri:
+		checks = append(checks, criState(name, proc, perr))
+		if errors.Is(perr, ErrNotRunning) {
+			storedOnly = perr.Error() + ": checked its stored layers only"
+		}
+	default:
+		ch := Check{Container: name, Item: "running", OK: perr == nil}
 		if perr != nil {
 			ch.Detail = perr.Error()
 		} else {
@@ -111,7 +140,7 @@ func verifyContainer(pod *corev1.Pod, c *state.Container, rules Rules) []Check {
 		}
 		checks = append(checks, ch)
 	}
-	if pod == nil {
+	if !cri && pod == nil {
 		return append(checks, fail("injection", "no manifest recorded: cannot recompute the rules")...)
 	}
 	stored, err := runtime.ReadLayers(c.Bundle)
@@ -122,18 +151,52 @@ func verifyContainer(pod *corev1.Pod, c *state.Container, rules Rules) []Check {
 	if perr != nil {
 		procErr = perr.Error()
 	}
-	layers := BuildLayers(pod, c.Name, stored, proc, procErr)
+	var layers []Layer
+	var points []string // nil: every point is podlab's
+	if cri {
+		layers, points = BuildCRILayers(stored, proc, procErr), CRIPoints
+	} else {
+		layers = BuildLayers(pod, c.Name, stored, proc, procErr)
+	}
 	podDir := PodDirOf(c.Bundle)
-	inj, err := resolve(rules, pod, c, podDir)
+	inj, _, err := expectedInjection(rules, p, pod, c, stored, podDir)
 	if err != nil {
 		return append(checks, fail("injection", "resolving the rules: "+err.Error())...)
 	}
 	items := ExpectedItems(rules, inj)
 	want := processEnv(items, stored.Options)
 	for _, it := range items {
-		checks = append(checks, checkItem(c, it, layers, stored.Options, want))
+		checks = append(checks, checkItem(name, it, layers, stored.Options, want, storedOnly))
 	}
-	return append(checks, checkExcluded(c.Name, rules, inj, items, layers, CABundlePath(podDir))...)
+	return append(checks, checkExcluded(name, rules, inj, items, layers, CABundlePath(podDir), points)...)
+}
+
+// containerLabel names c in verify's checks: its name, and its attempt
+// when there may be several (the kubelet keeps the previous attempt of a
+// restarted container beside the new one).
+func containerLabel(c *state.Container) string {
+	if c.Attempt > 0 {
+		return fmt.Sprintf("%s (attempt %d)", c.Name, c.Attempt)
+	}
+	return c.Name
+}
+
+// criState checks the state of a CRI client's container. Whether it should
+// run is the client's call (a job's container exits; the kubelet keeps the
+// previous attempt of a restarted one): one that does not run is no
+// failure, but then only its stored layers can be checked. A process that
+// cannot be read is one.
+func criState(name string, proc *Process, perr error) Check {
+	ch := Check{Container: name, Item: "state", OK: true}
+	switch {
+	case perr == nil:
+		ch.Detail = fmt.Sprintf("running, pid %d", proc.PID)
+	case errors.Is(perr, ErrNotRunning):
+		ch.Detail = perr.Error() + ": the CRI client starts and stops it"
+	default:
+		ch.OK, ch.Detail = false, perr.Error()
+	}
+	return ch
 }
 
 // processEnv is the value each injected name must have in the process:
@@ -163,10 +226,11 @@ func processEnv(items []Item, opts *runtime.RunContainerOptions) map[string]stri
 	return want
 }
 
-// checkItem checks one expected item at the layer its injection point
-// puts it in, then in the live process.
-func checkItem(c *state.Container, it Item, layers []Layer, opts *runtime.RunContainerOptions, want map[string]string) Check {
-	ch := Check{Container: c.Name, Item: it.Label(), By: it.By()}
+// checkItem checks one expected item of container name at the layer its
+// injection point puts it in, then in the live process. storedOnly, if
+// set, is why a missing process is no failure (see verifyContainer).
+func checkItem(name string, it Item, layers []Layer, opts *runtime.RunContainerOptions, want map[string]string, storedOnly string) Check {
+	ch := Check{Container: name, Item: it.Label(), By: it.By()}
 	var problems, notes []string
 	if msg, note := checkStored(it, layers, opts); msg != "" {
 		problems = append(problems, msg)
@@ -175,8 +239,10 @@ func checkItem(c *state.Container, it Item, layers []Layer, opts *runtime.RunCon
 	}
 	pl := FindLayer(layers, LayerProcess)
 	switch {
-	case pl.Error != "" && c.Init:
-		notes = append(notes, "init container has exited: checked its stored layers only")
+	case pl == nil:
+		problems = append(problems, "no process layer")
+	case pl.Error != "" && storedOnly != "":
+		notes = append(notes, storedOnly)
 	case pl.Error != "":
 		problems = append(problems, pl.Error)
 	case it.Kind == KindEnv:
@@ -225,7 +291,16 @@ func mode(ro bool) string {
 // returns a problem, or a note.
 func checkStored(it Item, layers []Layer, opts *runtime.RunContainerOptions) (problem, note string) {
 	oci := FindLayer(layers, LayerOCI)
+	if oci == nil {
+		return "no OCI layer", ""
+	}
+	optsLayer := FindLayer(layers, LayerOptions)
 	switch {
+	case it.Point == inject.PointKubelet && optsLayer == nil:
+		// A CRI client's container has no RunContainerOptions: podlab
+		// gives it nothing at the kubelet point, and an item said to be
+		// there has no layer to be looked for in.
+		return "no RunContainerOptions layer: the kubelet point is the CRI client's", ""
 	case it.Kind == KindEnv && it.Point == inject.PointKubelet:
 		if opts == nil {
 			return "no RunContainerOptions stored", ""
@@ -245,7 +320,7 @@ func checkStored(it Item, layers []Layer, opts *runtime.RunContainerOptions) (pr
 		}
 		return fmt.Sprintf("RunContainerOptions has %s=%q from %s (%s), want %q from %s (%s)", e.Name, e.Value, e.Source, e.Origin, it.Value, it.Source, it.Origin), ""
 	case it.Kind == KindMount && it.Point == inject.PointKubelet:
-		return storedMount(FindLayer(layers, LayerOptions).mount(it.Name), it, "RunContainerOptions"), ""
+		return storedMount(optsLayer.mount(it.Name), it, "RunContainerOptions"), ""
 	case it.Kind == KindEnv && it.Point == inject.PointRuntime:
 		if v, ok := oci.envValue(it.Name); !ok || v != it.Value {
 			return fmt.Sprintf("config.json process.env lacks %s=%s", it.Name, it.Value), ""
@@ -305,8 +380,11 @@ func RuleItems(cfg inject.Config, r inject.Rule, caBundle string) []Item {
 
 // checkExcluded checks, for each rule inject.Resolve skipped for this
 // container, that none of that rule's items (apart from what applied
-// rules give it anyway) is at any layer.
-func checkExcluded(name string, rules Rules, inj *inject.Injection, expected []Item, layers []Layer, caBundle string) []Check {
+// rules give it anyway) is at any layer. points, if set, are the only
+// injection points podlab applies (a CRI client's container): a rule at
+// another point was not skipped for the container but left to the client,
+// whose items may well be there; it is listed, not checked.
+func checkExcluded(name string, rules Rules, inj *inject.Injection, expected []Item, layers []Layer, caBundle string, points []string) []Check {
 	cfg := rules.Injection.WithDefaults()
 	given := map[string]bool{}
 	for _, it := range expected {
@@ -317,6 +395,10 @@ func checkExcluded(name string, rules Rules, inj *inject.Injection, expected []I
 		ruleName, reason, _ := strings.Cut(s, ": ")
 		i := slices.IndexFunc(cfg.Rules, func(r inject.Rule) bool { return r.Name == ruleName })
 		if i < 0 {
+			continue
+		}
+		if r := cfg.Rules[i]; points != nil && !slices.Contains(points, r.Point) {
+			checks = append(checks, Check{Container: name, Item: r.Point + "-point rule " + ruleName, OK: true, Detail: "the CRI client's to apply, not podlab's: not checked"})
 			continue
 		}
 		var forbidden []Item
@@ -342,8 +424,16 @@ func checkExcluded(name string, rules Rules, inj *inject.Injection, expected []I
 // An env counts at the options layer only with the platform source, and at
 // the later layers only with the item's exact value and no container env
 // of that name in the options layer; a mount counts with its host path.
+//
+// A CRI client's container has no options layer: its CRI layer is what
+// the client sent, with nothing of podlab's in it, so what it holds is the
+// client's own at every layer.
 func findInjected(items []Item, layers []Layer) []string {
 	opts := FindLayer(layers, LayerOptions)
+	var sent *Layer
+	if opts == nil {
+		sent = FindLayer(layers, LayerCRI)
+	}
 	var found []string
 	for _, it := range items {
 		var at []string
@@ -352,7 +442,7 @@ func findInjected(items []Item, layers []Layer) []string {
 			if l.Error != "" || l.Name == LayerPodSpec {
 				continue
 			}
-			if injectedAt(l, opts, it) {
+			if injectedAt(l, opts, sent, it) {
 				at = append(at, l.Name)
 			}
 		}
@@ -363,7 +453,10 @@ func findInjected(items []Item, layers []Layer) []string {
 	return found
 }
 
-func injectedAt(l, opts *Layer, it Item) bool {
+func injectedAt(l, opts, sent *Layer, it Item) bool {
+	if sent != nil && sent.Error == "" && shows(sent, it) {
+		return false // the client's own
+	}
 	switch it.Kind {
 	case KindEnv:
 		if l.Name == LayerOptions {
