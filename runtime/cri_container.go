@@ -346,6 +346,10 @@ func (r *Runtime) refreshTask(p *state.Pod, c *state.Container, client **shim.Cl
 		c.State = ContainerCreated
 	case "running":
 		c.State, c.PID = ContainerRunning, st.PID
+		if c.StartedAt == nil && !st.StartedAt.IsZero() {
+			started := st.StartedAt.UTC()
+			c.StartedAt = &started
+		}
 	case "stopped":
 		RefreshContainer(c) // the shim writes exit.json before it answers stopped
 		if c.State != ContainerExited {

@@ -139,11 +139,30 @@ func (r *Runtime) reconcileContainers(p *state.Pod) (done []string, err error) {
 		}
 		done = append(done, fmt.Sprintf("restarted the shim of pod %s (%s)", p.Key(), state.ShortID(p.ID)))
 	}
-	client, derr := shim.Dial(p.ShimSocket)
-	if derr == nil {
-		defer client.Close()
-	}
+	var client *shim.Client // dialed by refreshTask on first need
+	defer func() {
+		if client != nil {
+			client.Close()
+		}
+	}()
 	var errs []error
+	// What the shim saw while no server was there to record it (a kill
+	// between the shim's start of a container and the record of it).
+	changed := false
+	for i := range p.Containers {
+		c := &p.Containers[i]
+		before := *c
+		r.refreshTask(p, c, &client)
+		if c.State != before.State || c.PID != before.PID {
+			changed = true
+			done = append(done, fmt.Sprintf("container %s of pod %s is %s (recorded %s)", state.ShortID(c.ID), p.Key(), c.State, before.State))
+		}
+	}
+	if changed {
+		if err := r.Sandbox.Store.Save(p); err != nil {
+			return done, err
+		}
+	}
 	for _, c := range append([]state.Container(nil), p.Containers...) {
 		if c.State != ContainerCreated || client == nil {
 			continue
