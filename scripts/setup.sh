@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 
 CNI_BIN_DIR=${CNI_BIN_DIR:-/opt/podlab/cni/bin}
 PLUGINS=(loopback bridge host-local portmap)
+CRICTL_VERSION=${CRICTL_VERSION:-v1.37.0}
+CRICTL_BIN_DIR=${CRICTL_BIN_DIR:-/opt/podlab/bin}
 APT_PACKAGES=(iptables busybox-static iproute2 gcc make libc6-dev ca-certificates util-linux runc)
 
 say() { echo "setup: $*"; }
@@ -51,6 +53,16 @@ else
   GOBIN="$CNI_BIN_DIR" CGO_ENABLED=0 go install -trimpath -ldflags="-s -w" "${pkgs[@]}"
   rm -f "$CNI_BIN_DIR"/.podlab-plugins-*
   touch "$stamp"
+fi
+# crictl, the CRI client the e2e tests drive `podlab serve` with, pinned. A
+# `go install` build says "version unknown"; the module version is in the
+# binary's build info.
+if [ "$(go version -m "$CRICTL_BIN_DIR/crictl" 2>/dev/null | awk '$1 == "mod" && $2 == "sigs.k8s.io/cri-tools" {print $3}')" = "$CRICTL_VERSION" ]; then
+  say "crictl $CRICTL_VERSION already in $CRICTL_BIN_DIR"
+else
+  say "building crictl $CRICTL_VERSION into $CRICTL_BIN_DIR"
+  mkdir -p "$CRICTL_BIN_DIR"
+  GOBIN="$CRICTL_BIN_DIR" go install "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
 fi
 # The default busybox image, built from the host's static busybox, once
 # podlab is built (make demo/test run setup, build, then this again).

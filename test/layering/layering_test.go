@@ -1,0 +1,165 @@
+// Package layering checks podlab's import layering with `go list`:
+//
+//   - nothing under internal/ imports runtime/… or sandbox/, directly or
+//     through another package: internal/ holds leaf helpers only;
+//   - nothing under cmd/ imports the state store (internal/state): cmd/
+//     parses flags and prints, the runtime operations own the store;
+//   - the CRI server (runtime/cri) imports no state store either: it is a
+//     thin layer over the runtime operations.
+//
+// A unit test: no root needed.
+package layering
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/podlab/podlab/internal/testutil"
+)
+
+const module = "github.com/podlab/podlab"
+
+type pkg struct {
+	ImportPath   string
+	Imports      []string // direct, non-test
+	Deps         []string // transitive, non-test
+	TestImports  []string
+	XTestImports []string
+	Error        *struct{ Err string }
+}
+
+// under reports whether path is dir (relative to the module) or below it.
+func under(path, dir string) bool {
+	p := module + "/" + dir
+	return path == p || strings.HasPrefix(path, p+"/")
+}
+
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(goruntime.GOROOT(), "bin", "go")
+}
+
+// listPackages runs `go list -json ./...` at the module root.
+func listPackages(t *testing.T) map[string]pkg {
+	t.Helper()
+	cmd := exec.Command(goTool(), "list", "-json", "./...")
+	cmd.Dir = testutil.RepoRoot(t)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("go list -json ./...: %v\n%s", err, errb.String())
+	}
+	pkgs := map[string]pkg{}
+	dec := json.NewDecoder(&out)
+	for {
+		var p pkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decoding go list output: %v", err)
+		}
+		if p.Error != nil {
+			t.Fatalf("go list: %s: %s", p.ImportPath, p.Error.Err)
+		}
+		pkgs[p.ImportPath] = p
+	}
+	return pkgs
+}
+
+// rule: the packages selected by from must not import any package matched
+// by banned; transitive says whether to look at every dependency or only
+// at direct imports (test imports are always looked at, directly).
+type rule struct {
+	name       string
+	from       func(string) bool
+	banned     func(string) bool
+	transitive bool
+}
+
+func TestLayering(t *testing.T) {
+	pkgs := listPackages(t)
+	for _, want := range []string{"internal/state", "cmd/podlab", "runtime", "runtime/cri", "sandbox"} {
+		if _, ok := pkgs[module+"/"+want]; !ok {
+			t.Errorf("package %s not found: the rules below would hold vacuously", want)
+		}
+	}
+	rules := []rule{
+		{
+			name:       "internal_imports_no_runtime_or_sandbox",
+			from:       func(p string) bool { return under(p, "internal") },
+			banned:     func(p string) bool { return under(p, "runtime") || under(p, "sandbox") },
+			transitive: true,
+		},
+		{
+			name:   "cmd_imports_no_state_store",
+			from:   func(p string) bool { return under(p, "cmd") },
+			banned: func(p string) bool { return under(p, "internal/state") },
+		},
+		{
+			name:   "cri_server_imports_no_state_store",
+			from:   func(p string) bool { return under(p, "runtime/cri") },
+			banned: func(p string) bool { return under(p, "internal/state") },
+		},
+	}
+	var paths []string
+	for p := range pkgs {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, r := range rules {
+		t.Run(r.name, func(t *testing.T) {
+			checked := 0
+			for _, path := range paths {
+				if !r.from(path) {
+					continue
+				}
+				checked++
+				p := pkgs[path]
+				imports := map[string]string{}
+				for _, i := range p.Imports {
+					imports[i] = "imports"
+				}
+				if r.transitive {
+					for _, d := range p.Deps {
+						if _, ok := imports[d]; !ok {
+							imports[d] = "depends (indirectly) on"
+						}
+					}
+				}
+				for _, i := range p.TestImports {
+					if _, ok := imports[i]; !ok {
+						imports[i] = "imports in its tests"
+					}
+				}
+				for _, i := range p.XTestImports {
+					if _, ok := imports[i]; !ok {
+						imports[i] = "imports in its external tests"
+					}
+				}
+				var bad []string
+				for i, how := range imports {
+					if r.banned(i) {
+						bad = append(bad, how+" "+i)
+					}
+				}
+				sort.Strings(bad)
+				for _, b := range bad {
+					t.Errorf("%s %s", path, b)
+				}
+			}
+			if checked == 0 {
+				t.Errorf("no package matched the rule")
+			}
+		})
+	}
+}
