@@ -19,6 +19,8 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sys/unix"
+
+	"github.com/podlab/podlab/internal/atomicfile"
 )
 
 // ErrImageNotFound is matched (errors.Is) by Get and Remove errors for a
@@ -381,25 +383,8 @@ func (s *Store) writeRecord(rec record) error {
 	if err != nil {
 		return err
 	}
-	dst := s.recordPath(rec.Name)
-	// The leading dot keeps a half-written file out of List.
-	f, err := os.CreateTemp(filepath.Dir(dst), ".tmp-*.json")
-	if err != nil {
-		return err
-	}
-	// err must be the outer one: a failed write or sync is a failed save.
-	_, err = f.Write(append(raw, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), dst)
-	}
-	if err != nil {
-		os.Remove(f.Name())
+	// The temp file's leading dot keeps a half-written record out of List.
+	if err := atomicfile.WriteFile(s.recordPath(rec.Name), append(raw, '\n'), 0o600); err != nil {
 		return fmt.Errorf("writing image record: %w", err)
 	}
 	return nil

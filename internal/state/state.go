@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/podlab/podlab/internal/atomicfile"
 	"github.com/podlab/podlab/internal/trace"
 )
 
@@ -258,25 +259,13 @@ func (s *Store) releaseName(p *Pod) {
 	}
 }
 
-// Save replaces the record atomically.
+// Save replaces the record atomically (0600, as os.CreateTemp makes it).
 func (s *Store) Save(p *Pod) error {
 	data, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
 		return err
 	}
-	path := s.recordPath(p.ID)
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".pod-*.json")
-	if err != nil {
-		return fmt.Errorf("saving pod %s: %w", p.Key(), err)
-	}
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("saving pod %s: %w", p.Key(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
+	if err := atomicfile.WriteFile(s.recordPath(p.ID), data, 0o600); err != nil {
 		return fmt.Errorf("saving pod %s: %w", p.Key(), err)
 	}
 	return nil

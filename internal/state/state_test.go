@@ -85,7 +85,7 @@ func TestSaveIsAtomic(t *testing.T) {
 	}
 	stop.Store(true)
 	wg.Wait()
-	if m, _ := filepath.Glob(filepath.Join(s.PodDir(p.ID), ".pod-*")); len(m) != 0 {
+	if m, _ := filepath.Glob(filepath.Join(s.PodDir(p.ID), ".pod.json.tmp-*")); len(m) != 0 {
 		t.Fatalf("temp files left: %v", m)
 	}
 }

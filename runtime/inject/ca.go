@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/podlab/podlab/internal/atomicfile"
 )
 
 // BuildCABundle writes the pod's CA bundle into dir (created 0755 if
@@ -75,7 +77,7 @@ func CABundlePEM(cfg CAConfig) ([]byte, error) {
 
 // WriteCABundle writes data, from CABundlePEM(cfg), as BuildCABundle does.
 func WriteCABundle(cfg CAConfig, dir string, data []byte) (bundle, certsDir string, err error) {
-	return installCABundle(cfg, dir, func(bundle string) error { return writeFileAtomic(bundle, data) })
+	return installCABundle(cfg, dir, func(bundle string) error { return atomicfile.WriteFile(bundle, data, 0o644) })
 }
 
 // installCABundle makes dir, lets place put the bundle at its path in it,
@@ -247,30 +249,4 @@ func copyFile(from, to string) (err error) {
 	}()
 	_, err = io.Copy(out, in)
 	return err
-}
-
-// writeFileAtomic writes data to path (0644) through a temporary file in
-// the same directory and a rename.
-func writeFileAtomic(path string, data []byte) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"syscall"
+
+	"github.com/podlab/podlab/internal/atomicfile"
 )
 
 // CABundleCache keeps built CA bundles, one immutable file per set of
@@ -66,7 +68,7 @@ func (c CABundleCache) Bundle(cfg CAConfig) (string, error) {
 			return "", fmt.Errorf("CA bundle cache: %w", err)
 		}
 		entry := filepath.Join(c.Dir, key+".crt")
-		if err := writeFileAtomic(entry, data); err != nil {
+		if err := atomicfile.WriteFile(entry, data, 0o644); err != nil {
 			return "", fmt.Errorf("CA bundle cache: %w", err)
 		}
 		c.prune(entry)
@@ -130,7 +132,7 @@ func inputsKey(cfg CAConfig) (string, error) {
 // systems). An error wrapping fs.ErrNotExist means src was pruned meanwhile.
 func LinkCABundle(cfg CAConfig, dir, src string) (bundle, certsDir string, err error) {
 	return installCABundle(cfg, dir, func(bundle string) error {
-		// Linked beside the bundle, then renamed over it, as writeFileAtomic does.
+		// Linked beside the bundle, then renamed over it, as atomicfile.WriteFile does.
 		tmp := filepath.Join(filepath.Dir(bundle), "."+filepath.Base(bundle)+".link")
 		os.Remove(tmp) // left by a crash; the pod's directory is ours alone
 		err := os.Link(src, tmp)

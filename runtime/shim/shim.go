@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/podlab/podlab/internal/atomicfile"
 	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/state"
@@ -56,11 +57,7 @@ func writeExit(bundle string, e Exit) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(bundle, ".exit.json")
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(bundle, "exit.json"))
+	return atomicfile.WriteFile(filepath.Join(bundle, "exit.json"), data, 0o644)
 }
 
 // Report is what the shim tells `podlab run` once containers are up.
