@@ -16,10 +16,15 @@ func newGCCmd(g *globalFlags) *cobra.Command {
 		Short: "Remove what crashed or killed podlab runs left behind",
 		Long: `gc reconciles the state store with the host. A pod whose record is still
 "Creating" while no command holds its lock (podlab was killed mid-run), or
-whose removal never finished, or whose pause process is gone, is torn down like rmp: pause, CNI DEL from the
-cached result, pinned namespaces, netns, cgroup, state. A pod directory without a record is
-removed. Pods being created or removed right now (their lock is held) are
-left alone, and gc touches only what podlab's records name.`,
+whose removal never finished, or (for a pod of podlab run) whose pause
+process is gone, is torn down like rmp: pause, CNI DEL from the cached
+result, pinned namespaces, netns, cgroup, state. A CRI pod whose pause died
+stays, NotReady, for its client to stop and remove (as containerd keeps
+it); its record takes what its shim saw, a dead shim is restarted, and a
+container recorded but never created is forgotten. A pod directory without
+a record is removed. Pods being created or removed right now (their lock
+is held) are left alone, and gc touches only what podlab's records name.
+podlab serve does the same before it serves.`,
 		Example: "  sudo podlab gc --dry-run\n  sudo podlab gc",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
