@@ -360,6 +360,29 @@ func (r *Runtime) refreshTask(p *state.Pod, c *state.Container, client **shim.Cl
 	}
 }
 
+// dialTask refreshes c and dials its pod's shim: client is nil when the
+// shim cannot be reached; call done when finished with it.
+func (r *Runtime) dialTask(p *state.Pod, c *state.Container) (client *shim.Client, done func()) {
+	r.refreshTask(p, c, &client)
+	return client, func() {
+		if client != nil {
+			client.Close()
+		}
+	}
+}
+
+// needTask says why c cannot take an action that needs it in state want
+// with its shim there.
+func needTask(c *state.Container, client *shim.Client, want, action string) error {
+	if c.State != want {
+		return errdefs.FailedPrecondition("container %s is %s: %s needs a %s container", state.ShortID(c.ID), c.State, action, strings.ToLower(want))
+	}
+	if client == nil {
+		return fmt.Errorf("container %s: the pod's shim is not reachable", state.ShortID(c.ID))
+	}
+	return nil
+}
+
 // StartContainer starts a created container (`runc start` in its shim).
 func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartContainerRequest) (_ *runtimeapi.StartContainerResponse, retErr error) {
 	p, c, lock, err := r.lockedContainer(req.GetContainerId())
@@ -367,16 +390,10 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 		return nil, err
 	}
 	defer lock.Unlock()
-	var client *shim.Client
-	r.refreshTask(p, c, &client)
-	if client != nil {
-		defer client.Close()
-	}
-	if c.State != ContainerCreated {
-		return nil, errdefs.FailedPrecondition("container %s is %s, not Created: only a created container can start", state.ShortID(c.ID), c.State)
-	}
-	if client == nil {
-		return nil, fmt.Errorf("container %s: the pod's shim is not reachable", state.ShortID(c.ID))
+	client, done := r.dialTask(p, c)
+	defer done()
+	if err := needTask(c, client, ContainerCreated, "start"); err != nil {
+		return nil, err
 	}
 	rec := trace.NewAt(p.Created)
 	end := rec.Start("StartContainer " + c.Name)
@@ -427,11 +444,8 @@ func (r *Runtime) stopTask(ctx context.Context, p *state.Pod, c *state.Container
 		RefreshContainer(c)
 		return r.Sandbox.Store.Save(p)
 	}
-	var client *shim.Client
-	r.refreshTask(p, c, &client)
-	if client != nil {
-		defer client.Close()
-	}
+	client, done := r.dialTask(p, c)
+	defer done()
 	if c.State == ContainerExited {
 		return r.Sandbox.Store.Save(p)
 	}
@@ -505,11 +519,8 @@ func (r *Runtime) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 	if err != nil {
 		return nil, notFound(err)
 	}
-	var client *shim.Client
-	r.refreshTask(p, c, &client)
-	if client != nil {
-		client.Close()
-	}
+	_, done := r.dialTask(p, c)
+	done()
 	st := &runtimeapi.ContainerStatus{
 		Id:          c.ID,
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: c.Attempt},
@@ -615,16 +626,10 @@ func (r *Runtime) ReopenContainerLog(ctx context.Context, req *runtimeapi.Reopen
 		return nil, err
 	}
 	defer lock.Unlock()
-	var client *shim.Client
-	r.refreshTask(p, c, &client)
-	if client != nil {
-		defer client.Close()
-	}
-	if c.State != ContainerRunning {
-		return nil, errdefs.FailedPrecondition("container %s is %s: only a running container's log can be reopened", state.ShortID(c.ID), c.State)
-	}
-	if client == nil {
-		return nil, fmt.Errorf("container %s: the pod's shim is not reachable", state.ShortID(c.ID))
+	client, done := r.dialTask(p, c)
+	defer done()
+	if err := needTask(c, client, ContainerRunning, "reopening the log"); err != nil {
+		return nil, err
 	}
 	if err := client.ReopenLog(ctx, c.ID); err != nil {
 		return nil, fmt.Errorf("reopening the log of container %s: %w", state.ShortID(c.ID), err)
@@ -648,16 +653,10 @@ func (r *Runtime) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 	if err != nil {
 		return nil, notFound(err)
 	}
-	var client *shim.Client
-	r.refreshTask(p, c, &client)
-	if client != nil {
-		defer client.Close()
-	}
-	if c.State != ContainerRunning {
-		return nil, errdefs.FailedPrecondition("container %s is %s: exec needs a running container", state.ShortID(c.ID), c.State)
-	}
-	if client == nil {
-		return nil, fmt.Errorf("container %s: the pod's shim is not reachable", state.ShortID(c.ID))
+	client, done := r.dialTask(p, c)
+	defer done()
+	if err := needTask(c, client, ContainerRunning, "exec"); err != nil {
+		return nil, err
 	}
 	proc, err := ExecProcess(c.Bundle, req.Cmd)
 	if err != nil {
