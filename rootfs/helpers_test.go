@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/podlab/podlab/internal/testutil"
@@ -35,13 +36,13 @@ func leakCheckLast(t *testing.T) {
 	}
 	var tmp string
 	t.Cleanup(func() {
-		mounts, err := readMountinfo()
+		mounts, err := mountinfo.GetMounts(nil)
 		if err != nil {
 			t.Errorf("leak check: %v", err)
 			return
 		}
 		for _, m := range mounts {
-			p := m.mountPoint
+			p := m.Mountpoint
 			if strings.HasPrefix(p, tmp+"/") || strings.Contains(p, "/run/podlab") || strings.Contains(p, "/var/lib/podlab") {
 				t.Errorf("leak: mount %s", p)
 			}

@@ -1,13 +1,12 @@
 package sandbox
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
+	"github.com/moby/sys/mountinfo"
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/manager"
 
@@ -105,22 +104,16 @@ func killCgroup(path string) error {
 	return errors.Join(errs...)
 }
 
-// cgroupMounts lists the mount points of cgroup and cgroup2 filesystems.
+// cgroupMounts lists the mount points of cgroup and cgroup2 filesystems
+// (none if mountinfo cannot be read).
 func cgroupMounts() []string {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup", "cgroup2"))
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
 	var out []string
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		for i, fld := range fields {
-			if fld == "-" && i+1 < len(fields) && (fields[i+1] == "cgroup" || fields[i+1] == "cgroup2") {
-				out = append(out, fields[4])
-			}
-		}
+	for _, m := range mounts {
+		out = append(out, m.Mountpoint)
 	}
 	return out
 }

@@ -1,8 +1,6 @@
 package volume
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -134,35 +133,33 @@ func unmountUnder(dir string) error {
 }
 
 // mountPointsUnder lists the distinct mount points at or below dir in
-// /proc/self/mountinfo, deepest first.
+// this mount namespace, deepest first.
 func mountPointsUnder(dir string) ([]string, error) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := mountinfo.GetMounts(underFilter(dir))
 	if err != nil {
 		return nil, err
 	}
-	return parseMountPointsUnder(data, dir), nil
+	return deepestFirst(mounts), nil
 }
 
-func parseMountPointsUnder(mountinfo []byte, dir string) []string {
+// underFilter keeps the mounts at or below dir (cleaned first).
+func underFilter(dir string) mountinfo.FilterFunc {
 	dir = filepath.Clean(dir)
-	prefix := dir + "/"
 	if dir == "/" {
-		prefix = "/"
+		return nil // every mount point is at or below /
 	}
+	return mountinfo.PrefixFilter(dir) // dir itself, and paths below dir+"/"
+}
+
+// deepestFirst returns the distinct mount points of mounts (unescaped by
+// the mountinfo parser), a child before its parent.
+func deepestFirst(mounts []*mountinfo.Info) []string {
 	seen := map[string]bool{}
 	var mps []string
-	sc := bufio.NewScanner(bytes.NewReader(mountinfo))
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		// id parent major:minor root mountpoint options ...
-		f := strings.Fields(sc.Text())
-		if len(f) < 5 {
-			continue
-		}
-		mp := unescapeMountinfo(f[4])
-		if (mp == dir || strings.HasPrefix(mp, prefix)) && !seen[mp] {
-			seen[mp] = true
-			mps = append(mps, mp)
+	for _, m := range mounts {
+		if !seen[m.Mountpoint] {
+			seen[m.Mountpoint] = true
+			mps = append(mps, m.Mountpoint)
 		}
 	}
 	// Deepest first: a child must go before its parent.
@@ -173,24 +170,4 @@ func parseMountPointsUnder(mountinfo []byte, dir string) []string {
 		return len(b) - len(a)
 	})
 	return mps
-}
-
-// unescapeMountinfo undoes the kernel's octal escapes (\040 space, \011 tab,
-// \012 newline, \134 backslash) in a mountinfo path.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -48,22 +49,15 @@ func rootDir(t *testing.T) string {
 // mountinfoEntry returns the fstype and super options of the mount at mp.
 func mountinfoEntry(t *testing.T, mp string) (fstype, superOpts string, ok bool) {
 	t.Helper()
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) { return m.Mountpoint != mp, false })
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		pre, post, found := strings.Cut(line, " - ")
-		f := strings.Fields(pre)
-		if !found || len(f) < 5 || unescapeMountinfo(f[4]) != mp {
-			continue
-		}
-		g := strings.Fields(post)
-		if len(g) >= 3 {
-			fstype, superOpts, ok = g[0], g[2], true // the last entry is the top one
-		}
+	if len(mounts) == 0 {
+		return "", "", false
 	}
-	return fstype, superOpts, ok
+	top := mounts[len(mounts)-1] // the last entry is the top one
+	return top.FSType, top.VFSOptions, true
 }
 
 func TestRootTmpfsVolumes(t *testing.T) {

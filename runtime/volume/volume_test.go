@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/moby/sys/mountinfo"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -855,7 +857,11 @@ func TestParseMountPointsUnder(t *testing.T) {
 34 22 0:34 / /run/pods/p1/volumes2/x rw - tmpfs tmpfs rw
 35 22 0:35 / /run/pods/p1/volumes rw - tmpfs tmpfs rw
 `)
-	got := parseMountPointsUnder(mi, "/run/pods/p1/volumes/")
+	mounts, err := mountinfo.GetMountsFromReader(bytes.NewReader(mi), underFilter("/run/pods/p1/volumes/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := deepestFirst(mounts)
 	want := []string{
 		"/run/pods/p1/volumes/kubernetes.io~secret/s/deeper",
 		"/run/pods/p1/volumes/kubernetes.io~empty-dir/with space",
