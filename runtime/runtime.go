@@ -32,12 +32,12 @@ import (
 	"github.com/podlab/podlab/sandbox"
 )
 
-// Container states, as crictl shows them.
+// Container states, as crictl shows them: internal/state's set.
 const (
-	ContainerCreated = "Created"
-	ContainerRunning = shim.StateRunning
-	ContainerExited  = shim.StateExited
-	ContainerUnknown = "Unknown"
+	ContainerCreated = state.ContainerCreated
+	ContainerRunning = state.ContainerRunning
+	ContainerExited  = state.ContainerExited
+	ContainerUnknown = state.ContainerUnknown
 )
 
 // Runtime creates and removes pods with their containers.

@@ -30,6 +30,15 @@ const (
 	PodRemoving = "Removing" // rm under way: gc finishes it if rm died
 )
 
+// Container states (Container.State), as crictl shows them: the one set
+// the runtime and the shim write into records and reports.
+const (
+	ContainerCreated = "Created" // created (runc create), not started yet
+	ContainerRunning = "Running"
+	ContainerExited  = "Exited"  // its init exited; ExitCode and FinishedAt are set
+	ContainerUnknown = "Unknown" // recorded running, but its process is gone
+)
+
 // ErrNotFound is returned when no pod matches.
 var ErrNotFound = errors.New("pod not found")
 
@@ -90,7 +99,7 @@ type Container struct {
 	Name       string     `json:"name"`
 	Init       bool       `json:"init,omitempty"`
 	Image      string     `json:"image"`
-	State      string     `json:"state"`
+	State      string     `json:"state"` // a Container* state
 	PID        int        `json:"pid,omitempty"`
 	ExitCode   *int       `json:"exitCode,omitempty"`
 	StartedAt  *time.Time `json:"startedAt,omitempty"`

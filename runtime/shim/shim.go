@@ -31,12 +31,6 @@ import (
 	"github.com/podlab/podlab/internal/trace"
 )
 
-// Container states the shim reports and records.
-const (
-	StateRunning = "Running"
-	StateExited  = "Exited"
-)
-
 // Shim serves one pod: its containers' records are in Store, their
 // libcontainer state under OCI.
 type Shim struct {
@@ -72,7 +66,7 @@ type Report struct {
 
 type Container struct {
 	PID        int        `json:"pid"`
-	State      string     `json:"state"`
+	State      string     `json:"state"` // state.ContainerRunning or state.ContainerExited
 	ExitCode   *int       `json:"exitCode,omitempty"`
 	StartedAt  *time.Time `json:"startedAt,omitempty"`
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
@@ -211,7 +205,7 @@ func (s *Shim) Run(podID string, status *os.File, pre *started) error {
 			// Init containers run one at a time, each to completion.
 			code := run.wait()
 			now := time.Now().UTC()
-			sc.State, sc.ExitCode, sc.FinishedAt = StateExited, &code, &now
+			sc.State, sc.ExitCode, sc.FinishedAt = state.ContainerExited, &code, &now
 			rep.Containers[c.ID] = sc
 			if code != 0 {
 				rep.Error = fmt.Sprintf("init container %q exited with code %d", c.Name, code)
@@ -318,7 +312,7 @@ func (r *started) start() (Container, error) {
 	r.proc = proc
 	r.spans = append(r.spans, span(r.name, "start", t0, dur))
 	started := t0.UTC()
-	return Container{PID: proc.Pid, State: StateRunning, StartedAt: &started, Spans: r.spans}, nil
+	return Container{PID: proc.Pid, State: state.ContainerRunning, StartedAt: &started, Spans: r.spans}, nil
 }
 
 // destroy ends a created container that will not start.

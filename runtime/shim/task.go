@@ -41,7 +41,15 @@ import (
 	"github.com/podlab/podlab/internal/state"
 )
 
-// Statuses of a container in ContainerState.
+// Statuses of a container in ContainerState: the task API's wire strings
+// (lower case, as containerd's task API has them). They are not a second
+// set of container states: each maps onto one of the record's states in
+// internal/state, and a client records that one:
+//
+//	StatusCreated  state.ContainerCreated
+//	StatusRunning  state.ContainerRunning
+//	StatusStopped  state.ContainerExited (with the exit from exit.json)
+//	StatusUnknown  no change: the shim does not hold the container
 const (
 	StatusCreated = "created" // runc create done, its init waits for Start
 	StatusRunning = "running"
