@@ -342,15 +342,15 @@ func (r *Runtime) refreshTask(p *state.Pod, c *state.Container, client **shim.Cl
 		return
 	}
 	switch st.Status {
-	case "created":
+	case shim.StatusCreated:
 		c.State = ContainerCreated
-	case "running":
+	case shim.StatusRunning:
 		c.State, c.PID = ContainerRunning, st.PID
 		if c.StartedAt == nil && !st.StartedAt.IsZero() {
 			started := st.StartedAt.UTC()
 			c.StartedAt = &started
 		}
-	case "stopped":
+	case shim.StatusStopped:
 		RefreshContainer(c) // the shim writes exit.json before it answers stopped
 		if c.State != ContainerExited {
 			code := st.ExitCode
