@@ -18,6 +18,7 @@ import (
 
 	"github.com/podlab/podlab/internal/cleanup"
 	"github.com/podlab/podlab/internal/errdefs"
+	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/rootfs"
@@ -63,7 +64,10 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	rec := trace.NewAt(p.Created)
 	op := "CreateContainer " + md.Name
 	endOp := rec.Start(op)
-	defer func() { endOp(retErr) }()
+	defer func() {
+		endOp(retErr)
+		trace.FromContext(ctx).Merge(rec, op)
+	}()
 	ctr := state.Container{
 		ID: state.NewID(), Name: md.Name, Attempt: md.Attempt, Image: img.Name, ImageRef: img.ID,
 		Labels: cfg.Labels, Annotations: cfg.Annotations, State: ContainerCreated, CreatedAt: time.Now().UTC(),
@@ -104,6 +108,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		rootfsPath, err = rootfs.MountOverlay(img, filepath.Join(ctr.Bundle, "fs"))
 	}
 	end(err)
+	if err == nil {
+		err = failpoint.Hit("after-ctr-" + md.Name + "-rootfs")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("container %q rootfs: %w", md.Name, err)
 	}
@@ -114,6 +121,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		err = os.MkdirAll(filepath.Dir(ctr.LogPath), 0o755)
 	}
 	end(err)
+	if err == nil {
+		err = failpoint.Hit("after-ctr-" + md.Name + "-config")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -375,14 +385,23 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 		return nil, fmt.Errorf("container %s: the pod's shim is not reachable", state.ShortID(c.ID))
 	}
 	rec := trace.NewAt(p.Created)
-	end := rec.Start("StartContainer " + c.Name)
+	op := "StartContainer " + c.Name
+	end := rec.Start(op)
+	endStart := rec.StartChild(op, "ctr "+c.Name+" start")
 	st, err := client.Start(ctx, c.ID)
+	endStart(err)
 	end(err)
+	trace.FromContext(ctx).Merge(rec, op)
 	if err != nil {
 		// The shim destroyed what it could not start: record why, as
 		// containerd does (exit code 128, reason StartError).
 		code, now := 128, time.Now().UTC()
 		c.State, c.ExitCode, c.FinishedAt, c.Reason, c.Message = ContainerExited, &code, &now, "StartError", err.Error()
+		if ts, serr := client.State(context.Background(), c.ID); serr == nil && ts.Status == "running" {
+			// It did start (what failed came after): record it running,
+			// for a stop to find.
+			c.State, c.PID, c.ExitCode, c.FinishedAt = ContainerRunning, ts.PID, nil, nil
+		}
 		p.Spans = append(p.Spans, rec.Spans()...)
 		if serr := r.Sandbox.Store.Save(p); serr != nil {
 			err = errors.Join(err, serr)

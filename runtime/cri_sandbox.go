@@ -14,6 +14,7 @@ import (
 
 	"github.com/podlab/podlab/internal/cleanup"
 	"github.com/podlab/podlab/internal/errdefs"
+	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
@@ -40,7 +41,10 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 
 	rec := trace.New()
 	endOp := rec.Start("RunPodSandbox")
-	defer func() { endOp(retErr) }()
+	defer func() {
+		endOp(retErr)
+		trace.FromContext(ctx).Merge(rec, "RunPodSandbox")
+	}()
 	p, err := r.Sandbox.RunSpec(ctx, spec, rec)
 	if errors.Is(err, state.ErrExists) {
 		return nil, errdefs.Wrap(errdefs.ErrAlreadyExists, err)
@@ -312,7 +316,17 @@ func (r *Runtime) stopTaskContainers(p *state.Pod) []error {
 			continue
 		}
 		if client == nil {
-			errs = append(errs, fmt.Errorf("container %s: the pod's shim is not reachable", state.ShortID(c.ID)))
+			// A shim that died (killed, or crashed) left its containers
+			// running: kill them through libcontainer's state, as gc does.
+			if err := r.Sandbox.OCI.Stop(c.ID, 0); err != nil {
+				errs = append(errs, fmt.Errorf("container %s: the pod's shim is not reachable, and stopping it without: %w", state.ShortID(c.ID), err))
+				continue
+			}
+			RefreshContainer(c)
+			if c.State != ContainerExited {
+				code, now := 137, time.Now().UTC()
+				c.State, c.ExitCode, c.FinishedAt = ContainerExited, &code, &now
+			}
 			continue
 		}
 		if err := client.Stop(context.Background(), c.ID, 0); err != nil {
@@ -371,7 +385,7 @@ func (r *Runtime) removeSandbox(ctx context.Context, p *state.Pod) error {
 			removeErrs = append(removeErrs, err)
 		}
 	}
-	if err := errors.Join(removeErrs...); err != nil {
+	if err := errors.Join(append(removeErrs, failpoint.Hit("teardown-after-containers"))...); err != nil {
 		return err
 	}
 	if err := r.shutdownShim(p); err != nil {

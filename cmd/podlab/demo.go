@@ -25,6 +25,7 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/manifest"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
@@ -32,6 +33,7 @@ import (
 	"github.com/podlab/podlab/runtime/env"
 	"github.com/podlab/podlab/runtime/inject"
 	"github.com/podlab/podlab/runtime/inspect"
+	"github.com/podlab/podlab/runtime/kubelet"
 )
 
 //go:embed demo-pod.yaml
@@ -180,19 +182,22 @@ bundle + the demo CA) and sets SSL_CERT_FILE & co.; demo rules add an env at
 the runtime point (demo-runtime) and a file at the hook point (demo-hook).
 `, mf.Pod.Namespace, mf.Pod.Name, demoImage, demoServerName, rt.Config.EnvPolicy)
 
-	lock, err := rt.Sandbox.Store.LockPod(mf.Pod.Namespace, mf.Pod.Name)
-	if err != nil {
-		return err
-	}
-	defer lock.Unlock()
+	k := &kubelet.Kubelet{RT: rt, Config: rt.Config, HostIP: runtime.HostIP}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	section(w, 2, "Create: netns → CNI → cgroup → pause → init → containers")
-	p, events, err := rt.RunPod(ctx, mf, rec)
+	section(w, 2, "Create: RunPodSandbox (netns → CNI → cgroup → pause) → init → containers")
+	id, events, err := k.RunPod(trace.WithRecorder(ctx, rec), mf)
+	var p *state.Pod
+	if id != "" {
+		var gerr error
+		if p, gerr = rt.Sandbox.Store.Get(id); gerr != nil {
+			return errors.Join(err, gerr)
+		}
+	}
 	if err != nil {
 		trace.WriteTable(w, rec.Spans())
-		if errors.Is(err, state.ErrExists) {
+		if errors.Is(err, errdefs.ErrAlreadyExists) {
 			return fmt.Errorf("%w: remove the old demo pod first: sudo podlab rm %s", err, mf.Pod.Name)
 		}
 		if p == nil {
@@ -202,7 +207,7 @@ the runtime point (demo-runtime) and a file at the hook point (demo-hook).
 		fmt.Fprintf(w, "\n%v\n", err)
 		retErr = err
 	} else {
-		trace.WriteTable(w, p.Spans)
+		trace.WriteTable(w, rec.Spans())
 		fmt.Fprintf(w, "\npod %s is %s: ip %s, gateway %s, pause pid %d,\nnetns %s\n",
 			p.Key(), p.State, firstOr(p.IPs, "-"), p.Gateway, p.PausePID, p.NetNS)
 	}
@@ -222,11 +227,14 @@ the runtime point (demo-runtime) and a file at the hook point (demo-hook).
 		}
 		section(w, 7, "Teardown: the stages undone, in reverse")
 		teardown := trace.New()
-		if err := rt.RemovePod(context.Background(), p, podGrace(rt, p, -1), teardown); err != nil {
+		grace, err := podGrace(context.Background(), k, p.ID, -1)
+		if err == nil {
+			err = k.RemovePod(trace.WithRecorder(context.Background(), teardown), p.ID, grace)
+		}
+		if err != nil {
 			retErr = errors.Join(retErr, fmt.Errorf("removing the demo pod: %w (retry: sudo podlab rm -f %s)", err, p.Name))
 			return
 		}
-		lock.UnlockAndRemove()
 		trace.WriteTable(w, teardown.Spans())
 		if retErr == nil {
 			fmt.Fprintf(w, "\ndemo OK in %.1fs: override warned, TLS through the injected CA, verified, removed.\n", time.Since(began).Seconds())

@@ -54,7 +54,11 @@ CreateContainer applied them.`,
 			default:
 				return fmt.Errorf("-o: unknown output format %q (want table, json or yaml)", output)
 			}
-			rt, p, c, err := g.podContainer(args[0], container)
+			rt, cc, err := g.podContainer(cmd.Context(), args[0], container)
+			if err != nil {
+				return err
+			}
+			p, c, err := rt.Sandbox.Store.ContainerByID(cc.Id)
 			if err != nil {
 				return err
 			}

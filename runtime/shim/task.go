@@ -36,6 +36,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/podlab/podlab/internal/errdefs"
+	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
@@ -386,6 +387,11 @@ func (t *taskService) Start(req *IDRequest, resp *StartResponse) error {
 	c.status, c.pid, c.startedAt = StatusRunning, sc.PID, *sc.StartedAt
 	c.mu.Unlock()
 	go t.waitExit(c, run)
+	// The container runs: a failure here leaves it running, for the
+	// caller's rollback to stop.
+	if err := failpoint.Hit("shim-after-ctr-" + c.name + "-start"); err != nil {
+		return answer(err)
+	}
 	resp.PID, resp.StartedAt = sc.PID, *sc.StartedAt
 	return nil
 }
