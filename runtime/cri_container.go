@@ -140,8 +140,12 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	})
 	client, err := shim.Dial(p.ShimSocket)
 	if err == nil {
-		_, err = client.Create(ctx, shim.CreateRequest{ID: ctr.ID, Name: md.Name, Bundle: ctr.Bundle, LogPath: ctr.LogPath})
+		var cr shim.CreateResponse
+		cr, err = client.Create(ctx, shim.CreateRequest{ID: ctr.ID, Name: md.Name, Bundle: ctr.Bundle, LogPath: ctr.LogPath})
 		client.Close()
+		if err == nil && r.SealSeen != nil {
+			r.SealSeen(cr.Seal)
+		}
 	}
 	end(err)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/runtime"
 	"github.com/podlab/podlab/runtime/inject"
+	"github.com/podlab/podlab/runtime/kubelet"
 )
 
 // Who made a pod, which decides the layers podlab has of it.
@@ -23,10 +24,11 @@ const (
 )
 
 // CreatedBy says who made p. RunPodSandbox gives its pods a long-lived
-// shim and no manifest (the kubelet keeps the PodSpec); `podlab run`
-// records the manifest it ran.
+// shim and no manifest (the kubelet keeps the PodSpec); `podlab run`'s
+// kubelet half sends the manifest it ran as a sandbox annotation (an older
+// `podlab run` recorded it in the pod's record).
 func CreatedBy(p *state.Pod) string {
-	if p.Manifest == "" && p.ShimSocket != "" {
+	if p.Manifest == "" && p.Annotations[kubelet.AnnotationPodManifest] == "" && p.ShimSocket != "" {
 		return CreatorCRI
 	}
 	return CreatorRun
@@ -86,11 +88,15 @@ func (r *Report) DataPath() []string {
 
 // PodManifest decodes the pod as recorded (nil when none is).
 func PodManifest(p *state.Pod) (*corev1.Pod, error) {
-	if p.Manifest == "" {
+	m := p.Manifest
+	if m == "" {
+		m = p.Annotations[kubelet.AnnotationPodManifest]
+	}
+	if m == "" {
 		return nil, nil
 	}
 	var pod corev1.Pod
-	if err := json.Unmarshal([]byte(p.Manifest), &pod); err != nil {
+	if err := json.Unmarshal([]byte(m), &pod); err != nil {
 		return nil, fmt.Errorf("decoding the recorded manifest of pod %s: %w", p.Key(), err)
 	}
 	return &pod, nil
@@ -105,7 +111,7 @@ func Inspect(p *state.Pod, c *state.Container, rules Rules) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	stored, err := runtime.ReadLayers(c.Bundle)
+	stored, err := ReadStored(c.Bundle)
 	if err != nil {
 		return nil, fmt.Errorf("reading the layers of container %s: %w", c.Name, err)
 	}
@@ -196,4 +202,28 @@ func resolveCRI(rules Rules, p *state.Pod, name, podDir string) (*inject.Injecti
 // name, namespace and labels from the PodSandboxConfig, no spec.
 func SandboxPod(p *state.Pod) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels}}
+}
+
+// ReadStored reads a container's stored layers. The RunContainerOptions of
+// a container of `podlab run` come with its CRI config, as the kubelet
+// half's annotation (an older `podlab run` stored them in layers.json).
+func ReadStored(bundle string) (*runtime.Layers, error) {
+	l, err := runtime.ReadLayers(bundle)
+	if err != nil || l.Options != nil || len(l.CRI) == 0 {
+		return l, err
+	}
+	var cfg struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	if err := json.Unmarshal(l.CRI, &cfg); err != nil {
+		return nil, fmt.Errorf("%s: layers.json: the CRI config: %w", bundle, err)
+	}
+	if o := cfg.Annotations[kubelet.AnnotationRunContainerOptions]; o != "" {
+		var opts kubelet.RunContainerOptions
+		if err := json.Unmarshal([]byte(o), &opts); err != nil {
+			return nil, fmt.Errorf("%s: annotation %s: %w", bundle, kubelet.AnnotationRunContainerOptions, err)
+		}
+		l.Options = &opts
+	}
+	return l, nil
 }

@@ -143,7 +143,7 @@ func verifyContainer(p *state.Pod, pod *corev1.Pod, c *state.Container, rules Ru
 	if !cri && pod == nil {
 		return append(checks, fail("injection", "no manifest recorded: cannot recompute the rules")...)
 	}
-	stored, err := runtime.ReadLayers(c.Bundle)
+	stored, err := ReadStored(c.Bundle)
 	if err != nil {
 		return append(checks, fail("layers", "reading the stored layers: "+err.Error())...)
 	}

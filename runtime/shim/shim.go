@@ -462,7 +462,7 @@ func Main(args []string) int {
 			return err
 		}
 		if *serve != "" {
-			s := &Shim{Store: store, OCI: &oci.Runtime{Root: *ociRoot}}
+			s := &Shim{Store: store, OCI: &oci.Runtime{Root: *ociRoot}, Seal: oci.WatchSeal()}
 			return s.ServeTasks(*podID, *serve, status)
 		}
 		s := &Shim{Store: store, OCI: &oci.Runtime{Root: *ociRoot}, Seal: oci.WatchSeal()}

@@ -62,6 +62,10 @@ type CreateRequest struct {
 
 type CreateResponse struct {
 	PID int `json:"pid"` // the init, waiting for Start
+	// Seal is how libcontainer sealed the init binary for this container
+	// (its init is exec'd at create), as the shim's watch saw it; creates
+	// that overlap in one shim may see each other's.
+	Seal oci.SealCounts `json:"seal"`
 }
 
 // IDRequest names one container of the pod.
@@ -340,6 +344,7 @@ func (t *taskService) Create(req *CreateRequest, resp *CreateResponse) error {
 	t.mu.Unlock()
 
 	var run *started
+	sealBefore := t.shim.seal()
 	err := t.spawning(func() error {
 		var err error
 		run, err = t.shim.create(state.Container{ID: req.ID, Name: name, Bundle: req.Bundle, LogPath: req.LogPath})
@@ -356,6 +361,7 @@ func (t *taskService) Create(req *CreateRequest, resp *CreateResponse) error {
 	c.status, c.run, c.pid = StatusCreated, run, run.created.Pid
 	c.mu.Unlock()
 	resp.PID = run.created.Pid
+	resp.Seal = t.shim.seal().Minus(sealBefore)
 	return nil
 }
 
