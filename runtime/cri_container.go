@@ -23,6 +23,7 @@ import (
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/inject"
+	"github.com/podlab/podlab/runtime/kubelet"
 	"github.com/podlab/podlab/runtime/shim"
 )
 
@@ -69,7 +70,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		trace.FromContext(ctx).Merge(rec, op)
 	}()
 	ctr := state.Container{
-		ID: state.NewID(), Name: md.Name, Attempt: md.Attempt, Image: img.Name, ImageRef: img.ID,
+		ID: state.NewID(), Name: md.Name, Attempt: md.Attempt, Image: img.Name, ImageRef: img.ID, Init: isInitContainer(cfg),
 		Labels: cfg.Labels, Annotations: cfg.Annotations, State: ContainerCreated, CreatedAt: time.Now().UTC(),
 	}
 	ctr.Bundle = filepath.Join(r.Sandbox.Store.PodDir(p.ID), "containers", ctr.ID)
@@ -207,7 +208,7 @@ func (r *Runtime) containerSpec(p *state.Pod, req *runtimeapi.ContainerConfig, i
 			}
 		}
 	}
-	inj, err := r.runtimeInjection(p, cfg.Metadata.Name)
+	inj, err := r.runtimeInjection(p, cfg.Metadata.Name, isInitContainer(cfg))
 	if err != nil {
 		return err
 	}
@@ -232,10 +233,11 @@ func (r *Runtime) containerSpec(p *state.Pod, req *runtimeapi.ContainerConfig, i
 // runtimeInjection resolves the runtime- and hook-point rules for a
 // container of p: selected by the sandbox's namespace and labels, as an
 // NRI plugin sees a pod. The kubelet point is the CRI client's.
-func (r *Runtime) runtimeInjection(p *state.Pod, name string) (*inject.Injection, error) {
+func (r *Runtime) runtimeInjection(p *state.Pod, name string, init bool) (*inject.Injection, error) {
 	target := inject.Target{
 		Pod:       &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels}},
 		Container: &corev1.Container{Name: name},
+		Init:      init,
 		Points:    []string{inject.PointRuntime, inject.PointHook},
 	}
 	caBundle := ""
@@ -246,6 +248,13 @@ func (r *Runtime) runtimeInjection(p *state.Pod, name string) (*inject.Injection
 		}
 	}
 	return inject.Resolve(r.Config.Injection, r.Config.DevicePlugins, target, caBundle)
+}
+
+// isInitContainer reports whether the client says cfg is an init
+// container (podlab's kubelet half does, in an annotation): the CRI has no
+// such notion, but injection rules exclude init containers by default.
+func isInitContainer(cfg *runtimeapi.ContainerConfig) bool {
+	return cfg.Annotations[kubelet.AnnotationContainerType] == "init"
 }
 
 // podCABundle is the CA bundle RunPodSandbox linked into the pod's dir.

@@ -3,6 +3,7 @@ package inspect
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -119,7 +120,7 @@ func Inspect(p *state.Pod, c *state.Container, rules Rules) (*Report, error) {
 	runtime.RefreshContainer(&cc)
 	r := &Report{
 		Pod: p.Key(), PodID: p.ID, PodDir: PodDirOf(c.Bundle),
-		Container: c.Name, ContainerID: c.ID, Attempt: c.Attempt, Init: c.Init, State: cc.State,
+		Container: c.Name, ContainerID: c.ID, Attempt: c.Attempt, Init: isInit(c), State: cc.State,
 		CreatedBy: CreatedBy(p),
 	}
 	proc, perr := ContainerProcess(c)
@@ -161,7 +162,7 @@ func expectedInjection(rules Rules, p *state.Pod, pod *corev1.Pod, c *state.Cont
 		if pod == nil {
 			return nil, "", nil
 		}
-		inj, err := resolve(rules, pod, c, podDir)
+		inj, err := resolve(rules, pod, c, caBundleOf(p, podDir))
 		return inj, InjectionFromRules, err
 	}
 	if stored != nil && stored.Injection != nil {
@@ -172,12 +173,12 @@ func expectedInjection(rules Rules, p *state.Pod, pod *corev1.Pod, c *state.Cont
 }
 
 // resolve recomputes the injection of c with the current rules.
-func resolve(rules Rules, pod *corev1.Pod, c *state.Container, podDir string) (*inject.Injection, error) {
+func resolve(rules Rules, pod *corev1.Pod, c *state.Container, caBundle string) (*inject.Injection, error) {
 	spec := findContainer(pod, c.Name)
 	if spec == nil {
 		return nil, fmt.Errorf("container %q is not in the recorded manifest", c.Name)
 	}
-	return inject.Resolve(rules.Injection, rules.DevicePlugins, inject.Target{Pod: pod, Container: spec, Init: c.Init}, CABundlePath(podDir))
+	return inject.Resolve(rules.Injection, rules.DevicePlugins, inject.Target{Pod: pod, Container: spec, Init: isInit(c)}, caBundle)
 }
 
 // resolveCRI recomputes the injection of a CRI client's container named
@@ -226,4 +227,22 @@ func ReadStored(bundle string) (*runtime.Layers, error) {
 		l.Options = &opts
 	}
 	return l, nil
+}
+
+// isInit reports whether c is an init container: the kubelet half says so
+// in an annotation (an older `podlab run` in the record).
+func isInit(c *state.Container) bool {
+	return c.Init || c.Annotations[kubelet.AnnotationContainerType] == "init"
+}
+
+// caBundleOf is the CA bundle the kubelet point mounts into p's
+// containers: for a pod of `podlab run`, the one the kubelet half linked
+// into its own pod dir (<state dir>/kubelet/pods/<uid>/ca); else the one
+// in the pod's dir (podDir, <state dir>/pods/<id>).
+func caBundleOf(p *state.Pod, podDir string) string {
+	if p.Annotations[kubelet.AnnotationPodManifest] != "" && p.UID != "" {
+		stateDir := filepath.Dir(filepath.Dir(podDir))
+		return filepath.Join(stateDir, "kubelet", "pods", p.UID, "ca", inject.BundleName)
+	}
+	return CABundlePath(podDir)
 }
