@@ -367,7 +367,7 @@ func (r *Runtime) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 
 // removeSandbox tears a CRI pod down. The intent is recorded first, so
 // that gc (or a restarted server) finishes a removal that crashed.
-func (r *Runtime) removeSandbox(ctx context.Context, p *state.Pod) error {
+func (r *Runtime) removeSandbox(ctx context.Context, p *state.Pod) (retErr error) {
 	if p.State != state.PodRemoving {
 		p.State = state.PodRemoving
 		if err := r.Sandbox.Store.Save(p); err != nil {
@@ -375,16 +375,23 @@ func (r *Runtime) removeSandbox(ctx context.Context, p *state.Pod) error {
 		}
 	}
 	rec := trace.New()
+	endOp := rec.Start("RemovePodSandbox")
+	defer func() {
+		endOp(retErr)
+		trace.FromContext(ctx).Merge(rec, "RemovePodSandbox")
+	}()
 	errs := r.stopTaskContainers(p)
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	end := rec.StartChild("RemovePodSandbox", "remove containers")
 	var removeErrs []error
 	for _, c := range append([]state.Container(nil), p.Containers...) {
 		if err := r.deleteTaskContainer(p, &c); err != nil {
 			removeErrs = append(removeErrs, err)
 		}
 	}
+	end(errors.Join(removeErrs...))
 	if err := errors.Join(append(removeErrs, failpoint.Hit("teardown-after-containers"))...); err != nil {
 		return err
 	}

@@ -644,12 +644,12 @@ func liveCurve(rounds []Round, c int) []Point {
 // (lo set up in-process, then bridge + host-local). The tests hold the
 // runtime's span names to it.
 func ExpectedStages(containers []string) []string {
-	s := []string{"parse", StageLock, "plan", "state", "netns", "cni", "cni bridge ADD", "pod ns", "cgroup", "pause", "volumes", "pod files", "pod hosts"}
+	s := []string{"parse", "plan", "RunPodSandbox", "state", "netns", "cni", "cni bridge ADD", "pod ns", "cgroup", "pause", "pod files", "shim", "volumes", "ca bundle", "pod hosts"}
 	for _, c := range containers {
-		s = append(s, "ctr "+c+" rootfs", "ctr "+c+" config", "ctr "+c+" create", "ctr "+c+" start")
+		s = append(s, "CreateContainer "+c, "ctr "+c+" rootfs", "ctr "+c+" config", "ctr "+c+" create", "StartContainer "+c, "ctr "+c+" start")
 	}
-	s = append(s, "shim", StageOtherRun, StageWaitExit,
-		"remove containers", "remove volumes", "stop pause", "pod ns remove", "cni teardown", "cni bridge DEL",
+	s = append(s, StageOtherRun, StageWaitExit,
+		"stop containers", "remove volumes", "RemovePodSandbox", "remove containers", "stop pause", "pod ns remove", "cni teardown", "cni bridge DEL",
 		"netns remove", "cgroup remove", "state remove", StageOtherTeardown,
 		StageReady, StageFirstExit, StageTeardown, StageCycle)
 	return s

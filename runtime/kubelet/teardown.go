@@ -17,6 +17,7 @@ import (
 	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/proc"
+	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/runtime/volume"
 )
 
@@ -125,14 +126,21 @@ func (k *Kubelet) teardown(ctx context.Context, id string, pod *corev1.Pod, grac
 			}
 		}
 	}
+	rec := trace.FromContext(ctx)
 	if id != "" {
-		if err := k.stopContainers(ctx, id, grace); err != nil {
+		end := rec.Start("stop containers")
+		err := k.stopContainers(ctx, id, grace)
+		end(err)
+		if err != nil {
 			return fmt.Errorf("stopping containers: %w", err)
 		}
 	}
 	if ours {
 		// The containers are stopped: nothing uses the volumes any more.
-		if err := volume.Teardown(filepath.Join(podDir, "volumes")); err != nil {
+		end := rec.Start("remove volumes")
+		err := volume.Teardown(filepath.Join(podDir, "volumes"))
+		end(err)
+		if err != nil {
 			return err
 		}
 		if err := failpoint.Hit("teardown-after-volumes"); err != nil {
