@@ -219,7 +219,7 @@ func nsMode(host bool) runtimeapi.NamespaceMode {
 	return runtimeapi.NamespaceMode_POD
 }
 
-// podSetup is what the pod's containers share, made beside the sandbox.
+// podSetup is what the pod's containers share, made before the sandbox.
 type podSetup struct {
 	vols     *volume.PodVolumes
 	caBundle string
@@ -227,8 +227,7 @@ type podSetup struct {
 }
 
 // setupPod mounts the pod's volumes and links its CA bundle into the
-// kubelet's pod dir. Neither needs the sandbox: the kubelet mounts volumes
-// before it asks for one.
+// kubelet's pod dir; neither needs the sandbox.
 func (k *Kubelet) setupPod(mf *manifest.Manifest, podDir string, rec *trace.Recorder) (s podSetup) {
 	end := rec.Start("volumes")
 	s.vols, s.err = volume.Setup(filepath.Join(podDir, "volumes"), volume.Source{Pod: mf.Pod, ConfigMaps: mf.ConfigMaps, Secrets: mf.Secrets})
@@ -303,18 +302,18 @@ func (k *Kubelet) RunPod(ctx context.Context, mf *manifest.Manifest) (podID stri
 	if err := writeStatus(podDir, pod, PodStatus{Phase: PhasePending, Creator: creatorSelf()}); err != nil {
 		return "", nil, fmt.Errorf("recording the pod's status: %w", err)
 	}
-	setupDone := make(chan podSetup, 1)
-	go func() { setupDone <- k.setupPod(mf, podDir, rec) }()
-
+	// Volumes first, as the kubelet mounts them before SyncPod asks for a
+	// sandbox (WaitForAttachAndMount): they take a fraction of a
+	// millisecond, and a pod whose volumes fail gets no sandbox.
+	setup := k.setupPod(mf, podDir, rec)
+	if setup.err != nil {
+		return "", nil, setup.err
+	}
 	resp, err := k.RT.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sbCfg})
-	setup := <-setupDone
 	if err != nil {
 		return "", nil, err
 	}
 	podID = resp.PodSandboxId
-	if setup.err != nil {
-		return podID, nil, setup.err
-	}
 	st, err := k.RT.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: podID})
 	if err != nil {
 		return podID, nil, fmt.Errorf("pod sandbox %s status: %w", podID, err)
