@@ -22,6 +22,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/internal/cleanup"
+	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/manifest"
 	"github.com/podlab/podlab/internal/trace"
@@ -284,6 +285,17 @@ func (k *Kubelet) RunPod(ctx context.Context, mf *manifest.Manifest) (podID stri
 	}
 
 	podDir := k.PodDir(string(pod.UID))
+	// The uid names the kubelet's pod dir, as the API server keeps it
+	// unique: a second pod with the same uid (a manifest that sets one,
+	// run twice) must not share, nor on rollback remove, the first's.
+	if err := os.MkdirAll(filepath.Dir(podDir), 0o700); err != nil {
+		return "", nil, err
+	}
+	if err := os.Mkdir(podDir, 0o700); errors.Is(err, os.ErrExist) {
+		return "", nil, errdefs.AlreadyExists("pod %s/%s: metadata.uid %s is another pod's (kubelet pod dir %s)", pod.Namespace, pod.Name, pod.UID, podDir)
+	} else if err != nil {
+		return "", nil, fmt.Errorf("kubelet pod dir: %w", err)
+	}
 	var undo cleanup.List
 	kept := false // a Failed pod is kept, with its logs
 	defer func() {
