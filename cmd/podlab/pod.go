@@ -26,9 +26,11 @@ func newRunpCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runp -f POD.yaml",
 		Short: "Create a pod sandbox (netns, CNI, pause) from a v1 Pod manifest",
-		Long: `runp creates the pod's sandbox only: state record, network namespace, CNI
-networks, pod cgroup and the pause process. It prints the pod id on stdout and
-the stage table on stderr.`,
+		Long: `runp creates the pod's sandbox only, with the CRI RunPodSandbox podlab serve
+answers (as crictl runp does): state record, network namespace, CNI networks,
+pinned IPC and UTS namespaces, pod cgroup, the pause process, and the pod's
+shim, ready for containers. It prints the pod id on stdout and the stage
+table on stderr.`,
 		Example: `  sudo podlab runp -f pod.yaml
   sudo podlab runp -f pod.yaml --trace-json /tmp/runp.json   # open in Perfetto`,
 		Args: cobra.NoArgs,
@@ -41,33 +43,29 @@ the stage table on stderr.`,
 			for _, w := range mf.Warnings {
 				fmt.Fprintln(os.Stderr, "Warning:", w)
 			}
-			m, err := g.manager()
+			k, rt, err := g.kubelet()
 			if err != nil {
 				return err
 			}
-			lock, err := m.Store.LockPod(mf.Pod.Namespace, mf.Pod.Name)
+			cfg, err := k.SandboxConfig(mf.Pod)
 			if err != nil {
 				return err
 			}
-			defer lock.Unlock()
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			p, err := m.Run(ctx, mf, rec)
+			resp, err := rt.RunPodSandbox(trace.WithRecorder(ctx, rec), &runtimeapi.RunPodSandboxRequest{Config: cfg})
 			if traceJSON != "" {
 				if werr := writeChromeTrace(traceJSON, mf.Pod.Name, rec.Spans()); werr != nil && err == nil {
 					err = werr
 				}
 			}
+			if !quiet {
+				trace.WriteTable(os.Stderr, rec.Spans())
+			}
 			if err != nil {
-				if !quiet {
-					trace.WriteTable(os.Stderr, rec.Spans())
-				}
 				return fmt.Errorf("pod %s/%s: %w", mf.Pod.Namespace, mf.Pod.Name, err)
 			}
-			if !quiet {
-				trace.WriteTable(os.Stderr, p.Spans)
-			}
-			fmt.Println(p.ID)
+			fmt.Println(resp.PodSandboxId)
 			return nil
 		},
 	}
@@ -204,22 +202,39 @@ func newTraceCmd(g *globalFlags) *cobra.Command {
 		Example: "  sudo podlab trace web\n  sudo podlab trace web -o chrome > web.json   # open in Perfetto",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := g.manager()
+			rt, err := g.runtime()
 			if err != nil {
 				return err
 			}
-			p, err := m.Store.Find(g.namespace, args[0])
+			id, err := rt.FindPodSandbox(g.namespace, args[0])
 			if err != nil {
 				return err
 			}
+			// The spans are in the sandbox's verbose status, as crictl
+			// inspectp shows the runtime's record.
+			st, err := rt.PodSandboxStatus(cmd.Context(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+			if err != nil {
+				return err
+			}
+			var info struct {
+				Spans []trace.Span `json:"spans"`
+			}
+			if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil {
+				return fmt.Errorf("pod sandbox %s: its verbose status: %w", id, err)
+			}
+			spans := info.Spans
+			if spans == nil {
+				spans = []trace.Span{}
+			}
+			key := st.Status.Metadata.Namespace + "/" + st.Status.Metadata.Name
 			switch strings.ToLower(output) {
 			case "table":
-				trace.WriteTable(os.Stdout, p.Spans)
+				trace.WriteTable(os.Stdout, spans)
 				return nil
 			case "chrome":
-				return trace.WriteChrome(os.Stdout, p.Key(), p.Spans)
+				return trace.WriteChrome(os.Stdout, key, spans)
 			default:
-				return printObject(os.Stdout, output, p.Spans)
+				return printObject(os.Stdout, output, spans)
 			}
 		},
 	}
