@@ -91,7 +91,11 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	p.State = state.PodReady
 	endOp(nil)
 	endOp = func(error) {}
-	p.Spans = rec.Spans()
+	// The record holds the sandbox's stages under the operation, as a
+	// caller's trace shows them (podlab trace, podlab run).
+	nested := trace.NewAt(rec.Begin())
+	nested.Merge(rec, "RunPodSandbox")
+	p.Spans = nested.Spans()
 	if err := r.Sandbox.Store.Save(p); err != nil {
 		return nil, err
 	}
