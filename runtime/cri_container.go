@@ -18,10 +18,12 @@ import (
 
 	"github.com/podlab/podlab/internal/cleanup"
 	"github.com/podlab/podlab/internal/errdefs"
+	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/inject"
+	"github.com/podlab/podlab/runtime/kubelet"
 	"github.com/podlab/podlab/runtime/shim"
 )
 
@@ -63,9 +65,12 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	rec := trace.NewAt(p.Created)
 	op := "CreateContainer " + md.Name
 	endOp := rec.Start(op)
-	defer func() { endOp(retErr) }()
+	defer func() {
+		endOp(retErr)
+		trace.FromContext(ctx).Merge(rec, op)
+	}()
 	ctr := state.Container{
-		ID: state.NewID(), Name: md.Name, Attempt: md.Attempt, Image: img.Name, ImageRef: img.ID,
+		ID: state.NewID(), Name: md.Name, Attempt: md.Attempt, Image: img.Name, ImageRef: img.ID, Init: isInitContainer(cfg),
 		Labels: cfg.Labels, Annotations: cfg.Annotations, State: ContainerCreated, CreatedAt: time.Now().UTC(),
 	}
 	ctr.Bundle = filepath.Join(r.Sandbox.Store.PodDir(p.ID), "containers", ctr.ID)
@@ -104,6 +109,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		rootfsPath, err = rootfs.MountOverlay(img, filepath.Join(ctr.Bundle, "fs"))
 	}
 	end(err)
+	if err == nil {
+		err = failpoint.Hit("after-ctr-" + md.Name + "-rootfs")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("container %q rootfs: %w", md.Name, err)
 	}
@@ -114,6 +122,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		err = os.MkdirAll(filepath.Dir(ctr.LogPath), 0o755)
 	}
 	end(err)
+	if err == nil {
+		err = failpoint.Hit("after-ctr-" + md.Name + "-config")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -130,8 +141,12 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	})
 	client, err := shim.Dial(p.ShimSocket)
 	if err == nil {
-		_, err = client.Create(ctx, shim.CreateRequest{ID: ctr.ID, Name: md.Name, Bundle: ctr.Bundle, LogPath: ctr.LogPath})
+		var cr shim.CreateResponse
+		cr, err = client.Create(ctx, shim.CreateRequest{ID: ctr.ID, Name: md.Name, Bundle: ctr.Bundle, LogPath: ctr.LogPath})
 		client.Close()
+		if err == nil && r.SealSeen != nil {
+			r.SealSeen(cr.Seal)
+		}
 	}
 	end(err)
 	if err != nil {
@@ -193,7 +208,7 @@ func (r *Runtime) containerSpec(p *state.Pod, req *runtimeapi.ContainerConfig, i
 			}
 		}
 	}
-	inj, err := r.runtimeInjection(p, cfg.Metadata.Name)
+	inj, err := r.runtimeInjection(p, cfg.Metadata.Name, isInitContainer(cfg))
 	if err != nil {
 		return err
 	}
@@ -218,10 +233,11 @@ func (r *Runtime) containerSpec(p *state.Pod, req *runtimeapi.ContainerConfig, i
 // runtimeInjection resolves the runtime- and hook-point rules for a
 // container of p: selected by the sandbox's namespace and labels, as an
 // NRI plugin sees a pod. The kubelet point is the CRI client's.
-func (r *Runtime) runtimeInjection(p *state.Pod, name string) (*inject.Injection, error) {
+func (r *Runtime) runtimeInjection(p *state.Pod, name string, init bool) (*inject.Injection, error) {
 	target := inject.Target{
 		Pod:       &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels}},
 		Container: &corev1.Container{Name: name},
+		Init:      init,
 		Points:    []string{inject.PointRuntime, inject.PointHook},
 	}
 	caBundle := ""
@@ -232,6 +248,13 @@ func (r *Runtime) runtimeInjection(p *state.Pod, name string) (*inject.Injection
 		}
 	}
 	return inject.Resolve(r.Config.Injection, r.Config.DevicePlugins, target, caBundle)
+}
+
+// isInitContainer reports whether the client says cfg is an init
+// container (podlab's kubelet half does, in an annotation): the CRI has no
+// such notion, but injection rules exclude init containers by default.
+func isInitContainer(cfg *runtimeapi.ContainerConfig) bool {
+	return cfg.Annotations[kubelet.AnnotationContainerType] == "init"
 }
 
 // podCABundle is the CA bundle RunPodSandbox linked into the pod's dir.
@@ -396,14 +419,23 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 		return nil, err
 	}
 	rec := trace.NewAt(p.Created)
-	end := rec.Start("StartContainer " + c.Name)
+	op := "StartContainer " + c.Name
+	end := rec.Start(op)
+	endStart := rec.StartChild(op, "ctr "+c.Name+" start")
 	st, err := client.Start(ctx, c.ID)
+	endStart(err)
 	end(err)
+	trace.FromContext(ctx).Merge(rec, op)
 	if err != nil {
 		// The shim destroyed what it could not start: record why, as
 		// containerd does (exit code 128, reason StartError).
 		code, now := 128, time.Now().UTC()
 		c.State, c.ExitCode, c.FinishedAt, c.Reason, c.Message = ContainerExited, &code, &now, "StartError", err.Error()
+		if ts, serr := client.State(context.Background(), c.ID); serr == nil && ts.Status == "running" {
+			// It did start (what failed came after): record it running,
+			// for a stop to find.
+			c.State, c.PID, c.ExitCode, c.FinishedAt = ContainerRunning, ts.PID, nil, nil
+		}
 		p.Spans = append(p.Spans, rec.Spans()...)
 		if serr := r.Sandbox.Store.Save(p); serr != nil {
 			err = errors.Join(err, serr)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/podlab/podlab/internal/cleanup"
 	"github.com/podlab/podlab/internal/errdefs"
+	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
@@ -40,7 +41,10 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 
 	rec := trace.New()
 	endOp := rec.Start("RunPodSandbox")
-	defer func() { endOp(retErr) }()
+	defer func() {
+		endOp(retErr)
+		trace.FromContext(ctx).Merge(rec, "RunPodSandbox")
+	}()
 	p, err := r.Sandbox.RunSpec(ctx, spec, rec)
 	if errors.Is(err, state.ErrExists) {
 		return nil, errdefs.Wrap(errdefs.ErrAlreadyExists, err)
@@ -87,7 +91,11 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	p.State = state.PodReady
 	endOp(nil)
 	endOp = func(error) {}
-	p.Spans = rec.Spans()
+	// The record holds the sandbox's stages under the operation, as a
+	// caller's trace shows them (podlab trace, podlab run).
+	nested := trace.NewAt(rec.Begin())
+	nested.Merge(rec, "RunPodSandbox")
+	p.Spans = nested.Spans()
 	if err := r.Sandbox.Store.Save(p); err != nil {
 		return nil, err
 	}
@@ -312,7 +320,17 @@ func (r *Runtime) stopTaskContainers(p *state.Pod) []error {
 			continue
 		}
 		if client == nil {
-			errs = append(errs, fmt.Errorf("container %s: the pod's shim is not reachable", state.ShortID(c.ID)))
+			// A shim that died (killed, or crashed) left its containers
+			// running: kill them through libcontainer's state, as gc does.
+			if err := r.Sandbox.OCI.Stop(c.ID, 0); err != nil {
+				errs = append(errs, fmt.Errorf("container %s: the pod's shim is not reachable, and stopping it without: %w", state.ShortID(c.ID), err))
+				continue
+			}
+			RefreshContainer(c)
+			if c.State != ContainerExited {
+				code, now := 137, time.Now().UTC()
+				c.State, c.ExitCode, c.FinishedAt = ContainerExited, &code, &now
+			}
 			continue
 		}
 		if err := client.Stop(context.Background(), c.ID, 0); err != nil {
@@ -353,7 +371,7 @@ func (r *Runtime) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 
 // removeSandbox tears a CRI pod down. The intent is recorded first, so
 // that gc (or a restarted server) finishes a removal that crashed.
-func (r *Runtime) removeSandbox(ctx context.Context, p *state.Pod) error {
+func (r *Runtime) removeSandbox(ctx context.Context, p *state.Pod) (retErr error) {
 	if p.State != state.PodRemoving {
 		p.State = state.PodRemoving
 		if err := r.Sandbox.Store.Save(p); err != nil {
@@ -361,17 +379,24 @@ func (r *Runtime) removeSandbox(ctx context.Context, p *state.Pod) error {
 		}
 	}
 	rec := trace.New()
+	endOp := rec.Start("RemovePodSandbox")
+	defer func() {
+		endOp(retErr)
+		trace.FromContext(ctx).Merge(rec, "RemovePodSandbox")
+	}()
 	errs := r.stopTaskContainers(p)
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	end := rec.StartChild("RemovePodSandbox", "remove containers")
 	var removeErrs []error
 	for _, c := range append([]state.Container(nil), p.Containers...) {
 		if err := r.deleteTaskContainer(p, &c); err != nil {
 			removeErrs = append(removeErrs, err)
 		}
 	}
-	if err := errors.Join(removeErrs...); err != nil {
+	end(errors.Join(removeErrs...))
+	if err := errors.Join(append(removeErrs, failpoint.Hit("teardown-after-containers"))...); err != nil {
 		return err
 	}
 	if err := r.shutdownShim(p); err != nil {

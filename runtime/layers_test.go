@@ -17,6 +17,7 @@ import (
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/env"
 	"github.com/podlab/podlab/runtime/inject"
+	"github.com/podlab/podlab/runtime/kubelet"
 )
 
 func TestImageArgsKubernetesRules(t *testing.T) {
@@ -38,17 +39,37 @@ func TestImageArgsKubernetesRules(t *testing.T) {
 	}
 }
 
-func testInput(c *corev1.Container) containerInput {
+// testIn is a container's input to the kubelet layer, and its image for
+// the runtime's OCI layer.
+type testIn struct {
+	kubelet.Input
+	Image *rootfs.Image
+}
+
+// nsOptions is what the kubelet sends for a container in sandbox sb.
+func nsOptions(sb sandboxInfo) *runtimeapi.NamespaceOption {
+	ns := &runtimeapi.NamespaceOption{Network: nsMode(sb.HostNetwork), Ipc: nsMode(sb.HostIPC), Pid: runtimeapi.NamespaceMode_CONTAINER}
+	if sb.HostPID {
+		ns.Pid = runtimeapi.NamespaceMode_NODE
+	} else if sb.SharePID {
+		ns.Pid = runtimeapi.NamespaceMode_POD
+	}
+	return ns
+}
+
+func testInput(c *corev1.Container) testIn {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "u"}, Spec: corev1.PodSpec{Containers: []corev1.Container{*c}}}
-	return containerInput{
-		Pod: pod, Container: &pod.Spec.Containers[0],
-		Image:    &rootfs.Image{Name: "img:1", Config: ocispec.ImageConfig{Env: []string{"PATH=/image/bin", "IMG=1", "SHARED=image"}, Entrypoint: []string{"/entry"}, WorkingDir: "/srv"}},
-		EnvInput: env.Input{Container: &pod.Spec.Containers[0], Pod: env.PodInfo{Pod: pod}, Image: []string{"PATH=/image/bin", "IMG=1", "SHARED=image"}},
-		Inject: &inject.Injection{
-			DeviceEnv:  []env.Var{{Name: "GPU", Value: "0", Source: env.SourceDevicePlugin, Origin: "example.com/gpu"}},
-			KubeletEnv: []env.Var{{Name: "ZONE", Value: "z1", Source: env.SourcePlatform, Origin: "zone"}},
-			RuntimeEnv: []env.Var{{Name: "NRI", Value: "yes", Source: env.SourcePlatform, Origin: "nri"}},
+	return testIn{
+		Input: kubelet.Input{
+			Pod: pod, Container: &pod.Spec.Containers[0],
+			EnvInput: env.Input{Container: &pod.Spec.Containers[0], Pod: env.PodInfo{Pod: pod}, Image: []string{"PATH=/image/bin", "IMG=1", "SHARED=image"}},
+			Inject: &inject.Injection{
+				DeviceEnv:  []env.Var{{Name: "GPU", Value: "0", Source: env.SourceDevicePlugin, Origin: "example.com/gpu"}},
+				KubeletEnv: []env.Var{{Name: "ZONE", Value: "z1", Source: env.SourcePlatform, Origin: "zone"}},
+				RuntimeEnv: []env.Var{{Name: "NRI", Value: "yes", Source: env.SourcePlatform, Origin: "nri"}},
+			},
 		},
+		Image: &rootfs.Image{Name: "img:1", Config: ocispec.ImageConfig{Env: []string{"PATH=/image/bin", "IMG=1", "SHARED=image"}, Entrypoint: []string{"/entry"}, WorkingDir: "/srv"}},
 	}
 }
 
@@ -65,7 +86,7 @@ func TestLayersCarryEachSource(t *testing.T) {
 		},
 	}
 	in := testInput(c)
-	opts, err := buildOptions(in)
+	opts, err := kubelet.BuildOptions(in.Input)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +100,7 @@ func TestLayersCarryEachSource(t *testing.T) {
 		t.Errorf("options envs by source = %v, want %v", names, want)
 	}
 	sb := sandboxInfo{PodID: "pod", NetNS: "/var/run/netns/x", IPCNS: "/var/run/ipcns/x", UTSNS: "/var/run/utsns/x", PausePID: 42, CgroupPath: "/podlab/pod"}
-	cri := buildCRI(in, opts, sb)
+	cri := kubelet.BuildCRI(in.Input, opts, nsOptions(sb))
 	if r := cri.Linux.Resources; r.CpuQuota != 25000 || r.CpuPeriod != 100000 || r.MemoryLimitInBytes != 64<<20 || r.CpuShares != 256 {
 		t.Errorf("CRI resources = %+v", r)
 	}
@@ -137,12 +158,12 @@ func TestOCIDefaultsPathAndSharedPID(t *testing.T) {
 	in := testInput(&corev1.Container{Name: "app", Image: "img:1", Command: []string{"true"}})
 	in.Image.Config.Env = nil
 	in.EnvInput.Image = nil
-	opts, err := buildOptions(in)
+	opts, err := kubelet.BuildOptions(in.Input)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sb := sandboxInfo{PausePID: 7, SharePID: true, HostNetwork: true}
-	spec, err := buildOCI(buildCRI(in, opts, sb), in.Image, "/rootfs", "c", sb, in.Inject, nil)
+	spec, err := buildOCI(kubelet.BuildCRI(in.Input, opts, nsOptions(sb)), in.Image, "/rootfs", "c", sb, in.Inject, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,6 +93,9 @@ func (r *Runtime) caBundles() inject.CABundleCache {
 // node, not of the pod.
 var hostIP = sync.OnceValue(hostIPv4)
 
+// HostIP is the node's primary IPv4 address, for status.hostIP.
+func HostIP() string { return hostIP() }
+
 // hostIPv4 is the first global IPv4 address of the interface holding the
 // default route, else the first global one outside loopback and pod
 // networking (bridges, veths). It asks netlink for IPv4 addresses and

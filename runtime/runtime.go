@@ -14,18 +14,13 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	corev1 "k8s.io/api/core/v1"
 
-	"github.com/podlab/podlab/internal/cleanup"
 	"github.com/podlab/podlab/internal/failpoint"
-	"github.com/podlab/podlab/internal/manifest"
 	"github.com/podlab/podlab/internal/oci"
-	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/config"
-	"github.com/podlab/podlab/runtime/env"
 	"github.com/podlab/podlab/runtime/inject"
 	"github.com/podlab/podlab/runtime/shim"
 	"github.com/podlab/podlab/runtime/volume"
@@ -65,334 +60,19 @@ func New(cfg *config.Config, configPath string) (*Runtime, error) {
 	return &Runtime{Config: cfg, ConfigPath: configPath, Sandbox: sb, Images: images}, nil
 }
 
-// plannedContainer is one container of the pod with what it needs.
-type plannedContainer struct {
-	c     *corev1.Container
-	init  bool
-	image *rootfs.Image
-	inj   *inject.Injection
-}
-
 // LogDir is the pod's log directory, as the kubelet lays it out.
 func (r *Runtime) LogDir(p *state.Pod) string {
 	return filepath.Join(r.Config.LogDir, p.Namespace+"_"+p.Name+"_"+p.UID)
 }
 
-// containerDir holds a container's bundle (config.json, rootfs overlay).
-func (r *Runtime) containerDir(p *state.Pod, name string) string {
-	return filepath.Join(r.Sandbox.Store.PodDir(p.ID), "containers", name)
-}
-
+// volumesDir is where a pod of an older podlab run had its volumes (the
+// kubelet half keeps them in its own pod dir now).
 func (r *Runtime) volumesDir(p *state.Pod) string {
 	return filepath.Join(r.Sandbox.Store.PodDir(p.ID), "volumes")
 }
 
-// plan checks everything that can be checked before any side effect: the
-// images exist, device plugins and injection rules resolve, envs build.
-func (r *Runtime) plan(mf *manifest.Manifest) ([]plannedContainer, error) {
-	pod := mf.Pod
-	var out []plannedContainer
-	add := func(cs []corev1.Container, init bool) error {
-		for i := range cs {
-			c := &cs[i]
-			img, err := r.Images.Get(c.Image)
-			if err != nil {
-				return fmt.Errorf("container %q: %w", c.Name, err)
-			}
-			// The pod's CA bundle does not exist yet: resolve against the
-			// name it will have, to check rules and device plugins early.
-			inj, err := inject.Resolve(r.Config.Injection, r.Config.DevicePlugins, inject.Target{Pod: pod, Container: c, Init: init}, "/planned/ca-certificates.crt")
-			if err != nil {
-				return err
-			}
-			out = append(out, plannedContainer{c: c, init: init, image: img, inj: inj})
-		}
-		return nil
-	}
-	if err := add(pod.Spec.InitContainers, true); err != nil {
-		return nil, err
-	}
-	if err := add(pod.Spec.Containers, false); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-type caResult struct {
-	bundle string // a CABundleCache entry
-	err    error
-}
-
-// RunPod creates the sandbox, then the pod's containers: init containers one
-// at a time to completion, then app containers. The caller holds the pod's
-// lock. A failure before any container ran rolls everything back; a failing
-// init container leaves the pod Failed with its logs, and no app container starts.
-func (r *Runtime) RunPod(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder) (pod *state.Pod, events []state.Event, retErr error) {
-	end := rec.Start("plan")
-	planned, err := r.plan(mf)
-	end(err)
-	if err != nil {
-		return nil, nil, err
-	}
-	// Work that needs no sandbox runs while the sandbox is made: the CA
-	// bundle (from the cache, or built), and the shim's start (exec and Go
-	// init of its binary), which then waits for its pod (shim.Request):
-	// first to create the first container, then to start them all.
-	caDone := make(chan caResult, 1)
-	go func() {
-		bundle, err := r.caBundles().Bundle(r.Config.Injection.CA)
-		caDone <- caResult{bundle, err}
-	}()
-	shim, err := r.spawnShim()
-	if err != nil {
-		return nil, nil, err
-	}
-	defer shim.abandon() // a no-op once the shim has the pod
-	// What needs the pause but not the network runs beside CNI ADD: the
-	// volumes, the pod files, and the first container up to `runc create`
-	// in the shim, unless its environment reads the pod's IPs. Its start
-	// waits for the pod's network.
-	var (
-		vols     *volume.PodVolumes
-		podFiles []Mount
-		caBundle string
-		ahead    int // containers created ahead, 0 or 1
-	)
-	// addContainer writes pc's bundle and adds it to the pod's record.
-	addContainer := func(p *state.Pod, pc plannedContainer, podInfo env.PodInfo) (*state.Container, error) {
-		ctr, evs, err := r.createContainer(p, mf, pc, vols, podFiles, caBundle, sandboxOf(p), podInfo, rec)
-		if err != nil {
-			return nil, err
-		}
-		// Indexed by id, so that CRI clients find it too.
-		if err := r.Sandbox.Store.IndexContainer(p.ID, ctr.ID); err != nil {
-			return nil, err
-		}
-		p.Containers = append(p.Containers, *ctr)
-		p.Events = append(p.Events, evs...)
-		events = append(events, evs...)
-		return ctr, nil
-	}
-	prepare := func(p *state.Pod, undo *cleanup.List) error {
-		undo.Add("removing containers", func() error {
-			shim.release() // the shim destroys what it created, then exits
-			return r.removeContainers(p, trace.New())
-		})
-		var err error
-		if vols, podFiles, caBundle, err = r.preparePod(p, mf, caDone, rec); err != nil {
-			return err
-		}
-		if len(planned) == 0 || env.NeedsPodIPs(planned[0].c) {
-			return nil
-		}
-		ctr, err := addContainer(p, planned[0], r.podInfo(mf, p))
-		if err != nil {
-			return err
-		}
-		ahead = 1
-		// Recorded before the shim creates it: gc, after a crash, must
-		// know the container to delete (the record names the shim from
-		// its first write).
-		if err := r.Sandbox.Store.Save(p); err != nil {
-			return err
-		}
-		return shim.hand(p.ID, ctr)
-	}
-	shimPID := shim.cmd.Process.Pid
-	shimStart, _ := proc.StartTime(shimPID)
-	p, err := r.Sandbox.Create(ctx, mf, rec, prepare, &sandbox.Shim{PID: shimPID, Start: shimStart})
-	if err != nil {
-		return nil, nil, err
-	}
-	var undo cleanup.List
-	undo.Add("removing pod", func() error {
-		shim.release() // a shim still waiting for the start destroys what it created and exits
-		return r.removePod(context.Background(), p, 0, trace.New())
-	})
-	defer func() {
-		if retErr != nil {
-			if err := undo.Run(); err != nil {
-				retErr = fmt.Errorf("%w (and rolling back failed: %v)", retErr, err)
-			}
-		}
-	}()
-	p.Manifest = string(mustJSON(mf.Pod))
-
-	if len(p.IPs) > 0 {
-		// In place: a container created ahead has /etc/hosts bind-mounted.
-		end = rec.Start("pod hosts")
-		err := r.writeHosts(p)
-		end(err)
-		if err != nil {
-			return nil, nil, err
-		}
-	}
-	podInfo := r.podInfo(mf, p)
-	for _, pc := range planned[ahead:] {
-		if _, err := addContainer(p, pc, podInfo); err != nil {
-			return nil, nil, err
-		}
-	}
-	// One write records the remaining containers.
-	if err := r.Sandbox.Store.Save(p); err != nil {
-		return nil, nil, err
-	}
-	if err := failpoint.Hit("after-containers-recorded"); err != nil {
-		return nil, nil, err
-	}
-
-	end = rec.Start("shim")
-	report, err := r.startShim(p, shim)
-	end(err)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := failpoint.Hit("after-shim"); err != nil {
-		return nil, nil, err
-	}
-	for i := range p.Containers {
-		c := &p.Containers[i]
-		st, ok := report.Containers[c.ID]
-		if !ok {
-			continue
-		}
-		c.PID, c.State, c.ExitCode = st.PID, st.State, st.ExitCode
-		c.StartedAt, c.FinishedAt = st.StartedAt, st.FinishedAt
-		for _, s := range st.Spans {
-			s.Start = s.StartAbs.Sub(rec.Begin())
-			rec.Add(s.Span)
-		}
-	}
-	p.Spans = rec.Spans()
-	if report.Error != "" {
-		if !report.Started {
-			// No container ran: nothing to keep; roll everything back.
-			return nil, nil, errors.New(report.Error)
-		}
-		p.State = state.PodFailed
-		p.Error = report.Error
-		p.Events = append(p.Events, state.Event{Time: time.Now(), Type: "Warning", Reason: "Failed", Message: report.Error})
-		if err := r.Sandbox.Store.Save(p); err != nil {
-			return nil, nil, err
-		}
-		undo = cleanup.List{} // keep the failed pod and its logs for inspection
-		return p, events, fmt.Errorf("pod %s failed: %s", p.Key(), report.Error)
-	}
-	p.State = state.PodReady
-	if err := r.Sandbox.Store.Save(p); err != nil {
-		return nil, nil, err
-	}
-	undo = cleanup.List{}
-	return p, events, nil
-}
-
-// preparePod sets up what every container of the pod mounts: its volumes,
-// its files (/etc/hosts without the pod's IPs yet) and its CA bundle.
-func (r *Runtime) preparePod(p *state.Pod, mf *manifest.Manifest, caDone <-chan caResult, rec *trace.Recorder) (*volume.PodVolumes, []Mount, string, error) {
-	end := rec.Start("volumes")
-	vols, err := volume.Setup(r.volumesDir(p), volume.Source{Pod: mf.Pod, ConfigMaps: mf.ConfigMaps, Secrets: mf.Secrets})
-	end(err)
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("volumes: %w", err)
-	}
-	if err := failpoint.Hit("after-volumes"); err != nil {
-		return nil, nil, "", err
-	}
-	end = rec.Start("pod files")
-	ca := <-caDone
-	err = ca.err
-	var podFiles []Mount
-	var caBundle string
-	if err == nil {
-		podFiles, caBundle, err = r.writePodFiles(p, ca.bundle)
-	}
-	end(err)
-	if err != nil {
-		return nil, nil, "", err
-	}
-	return vols, podFiles, caBundle, nil
-}
-
 func sandboxOf(p *state.Pod) sandboxInfo {
 	return sandboxInfo{PodID: p.ID, NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, PausePID: p.PausePID, HostNetwork: p.HostNetwork, HostIPC: p.HostIPC, HostPID: p.HostPID, SharePID: p.ShareProcNS, CgroupPath: p.CgroupPath}
-}
-
-func (r *Runtime) podInfo(mf *manifest.Manifest, p *state.Pod) env.PodInfo {
-	return env.PodInfo{Pod: mf.Pod, PodIPs: p.IPs, HostIP: hostIP(), NodeName: nodeName()}
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
-
-// createContainer builds one container's layers and bundle: rootfs overlay,
-// RunContainerOptions, CRI config, OCI spec as config.json.
-func (r *Runtime) createContainer(p *state.Pod, mf *manifest.Manifest, pc plannedContainer, vols *volume.PodVolumes, podFiles []Mount, caBundle string, sb sandboxInfo, podInfo env.PodInfo, rec *trace.Recorder) (*state.Container, []state.Event, error) {
-	c := pc.c
-	ctr := &state.Container{ID: state.NewID(), Name: c.Name, Init: pc.init, Image: pc.image.Name, State: ContainerCreated}
-	dir := r.containerDir(p, c.Name)
-	ctr.Bundle = dir
-	ctr.LogPath = filepath.Join(r.LogDir(p), c.Name, "0.log")
-	ctr.CgroupPath = filepath.Join(p.CgroupPath, ctr.ID)
-	group := "container " + c.Name
-
-	end := rec.StartChild(group, "ctr "+c.Name+" rootfs")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		end(err)
-		return nil, nil, err
-	}
-	rootfsPath, err := rootfs.MountOverlay(pc.image, filepath.Join(dir, "fs"))
-	end(err)
-	if err == nil {
-		err = failpoint.Hit("after-ctr-" + c.Name + "-rootfs")
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("container %q rootfs: %w", c.Name, err)
-	}
-
-	end = rec.StartChild(group, "ctr "+c.Name+" config")
-	inj, err := inject.Resolve(r.Config.Injection, r.Config.DevicePlugins, inject.Target{Pod: mf.Pod, Container: c, Init: pc.init}, caBundle)
-	if err != nil {
-		end(err)
-		return nil, nil, err
-	}
-	volMounts, err := vols.Mounts(c)
-	if err != nil {
-		end(err)
-		return nil, nil, err
-	}
-	in := containerInput{
-		Pod: mf.Pod, Container: c, Init: pc.init, Image: pc.image, Inject: inj, Volumes: volMounts, PodFiles: podFiles, LogPath: ctr.LogPath,
-		EnvInput: env.Input{Container: c, Pod: podInfo, ConfigMaps: mf.ConfigMaps, Secrets: mf.Secrets, Image: pc.image.Config.Env, ImageRef: pc.image.Name, Policy: r.Config.EnvPolicy},
-	}
-	hook, err := r.hookFor(inj)
-	if err != nil {
-		end(err)
-		return nil, nil, err
-	}
-	layers, err := buildLayers(in, rootfsPath, ctr.ID, sb, hook)
-	if err == nil {
-		err = layers.write(dir)
-	}
-	end(err)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := failpoint.Hit("after-ctr-" + c.Name + "-config"); err != nil {
-		return nil, nil, err
-	}
-	var events []state.Event
-	for _, o := range layers.Options.Overrides {
-		events = append(events, state.Event{
-			Time: time.Now(), Type: "Warning", Reason: "EnvOverride", Object: c.Name,
-			Message: fmt.Sprintf("env %s: %s (%s) overrides %s (%s) under policy %q; value %q wins", o.Name, o.Winner.Source, o.Winner.Origin, o.Loser.Source, o.Loser.Origin, o.Policy, o.Winner.Value),
-		})
-	}
-	return ctr, events, nil
 }
 
 // Layers are a container's four layers; config.json is the OCI one.
@@ -404,23 +84,6 @@ type Layers struct {
 	// layer, for a container made by CRI CreateContainer (for one of
 	// `podlab run`, inspect resolves it again from the manifest).
 	Injection *inject.Injection `json:"injection,omitempty"`
-}
-
-func buildLayers(in containerInput, rootfsPath, ctrID string, sb sandboxInfo, hook *specs.Hook) (*Layers, error) {
-	opts, err := buildOptions(in)
-	if err != nil {
-		return nil, err
-	}
-	cri := buildCRI(in, opts, sb)
-	spec, err := buildOCI(cri, in.Image, rootfsPath, ctrID, sb, in.Inject, hook)
-	if err != nil {
-		return nil, err
-	}
-	criJSON, err := json.Marshal(cri)
-	if err != nil {
-		return nil, err
-	}
-	return &Layers{Options: opts, CRI: criJSON, OCI: spec}, nil
 }
 
 func (l *Layers) write(dir string) error {

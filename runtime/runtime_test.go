@@ -18,6 +18,7 @@ import (
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/runtime/config"
 	"github.com/podlab/podlab/runtime/inject"
+	"github.com/podlab/podlab/runtime/kubelet"
 	"github.com/podlab/podlab/test/podtest"
 )
 
@@ -80,6 +81,32 @@ func runPod(t *testing.T, rt *Runtime, yml string) *state.Pod {
 	return runPodTraced(t, rt, yml, trace.New())
 }
 
+// testKubelet is podlab run's kubelet half over rt.
+func testKubelet(rt *Runtime) *kubelet.Kubelet {
+	return &kubelet.Kubelet{RT: rt, Config: rt.Config, HostIP: HostIP}
+}
+
+// runManifest runs mf through the kubelet half, registers the removal of
+// what it kept, and returns the pod record (nil if nothing was kept).
+func runManifest(t *testing.T, rt *Runtime, mf *manifest.Manifest, rec *trace.Recorder) (*state.Pod, []kubelet.Event, error) {
+	t.Helper()
+	k := testKubelet(rt)
+	id, events, err := k.RunPod(trace.WithRecorder(context.Background(), rec), mf)
+	if id == "" {
+		return nil, events, err
+	}
+	t.Cleanup(func() {
+		if err := k.RemovePod(context.Background(), id, 0); err != nil {
+			t.Errorf("removing pod: %v", err)
+		}
+	})
+	p, gerr := rt.Sandbox.Store.Get(id)
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	return p, events, err
+}
+
 // runPodTraced is runPod recording its stages on rec.
 func runPodTraced(t *testing.T, rt *Runtime, yml string, rec *trace.Recorder) *state.Pod {
 	t.Helper()
@@ -87,14 +114,7 @@ func runPodTraced(t *testing.T, rt *Runtime, yml string, rec *trace.Recorder) *s
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _, err := rt.RunPod(context.Background(), mf, rec)
-	if p != nil {
-		t.Cleanup(func() {
-			if err := rt.RemovePod(context.Background(), p, 0, trace.New()); err != nil {
-				t.Errorf("removing pod: %v", err)
-			}
-		})
-	}
+	p, _, err := runManifest(t, rt, mf, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +261,8 @@ spec:
 		t.Fatalf("app: exit %d, order %q", code, out)
 	}
 	for _, c := range p.Containers[:2] {
-		if !c.Init || c.ExitCode == nil || *c.ExitCode != 0 {
+		RefreshContainer(&c) // the record is as of the start; the exit is the shim's
+		if c.Annotations[kubelet.AnnotationContainerType] != "init" || c.ExitCode == nil || *c.ExitCode != 0 {
 			t.Errorf("init container record %+v", c)
 		}
 	}
@@ -265,19 +286,20 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _, err := rt.RunPod(context.Background(), mf, trace.New())
+	p, _, err := runManifest(t, rt, mf, trace.New())
 	if p == nil {
 		t.Fatalf("failed pod was not kept: %v", err)
 	}
-	t.Cleanup(func() { rt.RemovePod(context.Background(), p, 0, trace.New()) })
 	if err == nil || !strings.Contains(err.Error(), `init container "broken" exited with code 3`) {
 		t.Fatalf("RunPod error = %v", err)
 	}
-	if p.State != state.PodFailed {
-		t.Errorf("pod state %s, want Failed", p.State)
+	if st, ok, _ := testKubelet(rt).Status(p.UID); !ok || st.Phase != kubelet.PhaseFailed {
+		t.Errorf("pod status %+v, want Failed", st)
 	}
-	if app, _ := ContainerByName(p, "app"); app.PID != 0 || app.State != ContainerCreated {
-		t.Errorf("app container started after a failed init: %+v", app)
+	// As the kubelet does, app containers are created only once the init
+	// containers have succeeded.
+	if app, err := ContainerByName(p, "app"); err == nil {
+		t.Errorf("app container created after a failed init: %+v", app)
 	}
 	if code, out := waitExit(t, rt, p, "broken"); code != 3 || out != "giving up\n" {
 		t.Errorf("broken: exit %d, logs %q", code, out)
@@ -403,10 +425,7 @@ data: {mode: fast, level: "3"}
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, events, err := rt.RunPod(context.Background(), mf, trace.New())
-			if p != nil {
-				t.Cleanup(func() { rt.RemovePod(context.Background(), p, 0, trace.New()) })
-			}
+			p, events, err := runManifest(t, rt, mf, trace.New())
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("RunPod = %v, want error %q", err, tc.wantErr)
@@ -533,7 +552,7 @@ metadata: {name: no-image}
 spec:
   containers: [{name: app, image: "nosuch:1.0"}]
 `))
-	_, _, err := rt.RunPod(context.Background(), mf, trace.New())
+	_, _, err := runManifest(t, rt, mf, trace.New())
 	if err == nil || !strings.Contains(err.Error(), `"nosuch:1.0" not found`) || !strings.Contains(err.Error(), "busybox:latest") {
 		t.Fatalf("RunPod = %v, want an error naming the image and listing the store", err)
 	}
@@ -586,15 +605,12 @@ spec:
 	}
 }
 
-// The first container is created while CNI ADD and the pause still run
-// (unless its env reads the pod's IPs), joining the pod's pinned IPC and
-// UTS namespaces. What it sees once started must not differ: /etc/hosts
-// rewritten with the pod's IP, the pod's hostname, the pause's IPC and UTS
-// namespaces; and a container whose env reads status.podIP gets it.
-func TestCreatedAheadSeesPod(t *testing.T) {
+// A container sees its pod: the kubelet's /etc/hosts with the pod's IP,
+// the pod's hostname, the pause's IPC and UTS namespaces; and a container
+// whose env reads status.podIP gets it.
+func TestContainersSeePod(t *testing.T) {
 	rt := newTestRuntime(t, nil)
-	rec := trace.New()
-	p := runPodTraced(t, rt, `apiVersion: v1
+	p := runPod(t, rt, `apiVersion: v1
 kind: Pod
 metadata: {name: ahead-check}
 spec:
@@ -609,22 +625,7 @@ spec:
     env:
     - name: POD_IP
       valueFrom: {fieldRef: {fieldPath: status.podIP}}
-`, rec)
-	// "first" was configured and handed to the shim before the pod's IPs
-	// were known (pod hosts): code order, not timing. When the shim's
-	// create itself runs depends on the machine's load.
-	var configEnd, hosts time.Duration
-	for _, s := range rec.Spans() {
-		switch s.Name {
-		case "ctr first config":
-			configEnd = s.Start + s.Dur
-		case "pod hosts":
-			hosts = s.Start
-		}
-	}
-	if configEnd == 0 || hosts == 0 || configEnd > hosts {
-		t.Errorf("ctr first config ends at %v, pod hosts starts at %v: not created ahead", configEnd, hosts)
-	}
+`)
 	code, out := waitExit(t, rt, p, "first")
 	if code != 0 || !strings.Contains(out, p.IPs[0]+"\taheadhost\n") || !strings.Contains(out, "\naheadhost\n") {
 		t.Errorf("first (exit %d) sees:\n%s\nwant %s aheadhost in /etc/hosts and hostname aheadhost", code, out, p.IPs[0])
@@ -662,5 +663,53 @@ spec:
 	}
 	if seal.Starts != 1 {
 		t.Errorf("shim saw %d container starts, want 1 (app): %+v", seal.Starts, seal)
+	}
+}
+
+// podlab run goes through the CRI operations: its trace holds
+// RunPodSandbox, then CreateContainer and StartContainer for each
+// container in the kubelet's order (init to completion first), with the
+// sandbox's stages under RunPodSandbox.
+func TestRunTraceHoldsCRIOperationsInOrder(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	rec := trace.New()
+	runPodTraced(t, rt, `apiVersion: v1
+kind: Pod
+metadata: {name: cri-order}
+spec:
+  initContainers: [{name: setup, image: busybox, command: ["true"]}]
+  containers: [{name: app, image: busybox, command: ["sleep", "60"]}]
+`, rec)
+	start := map[string]time.Duration{}
+	parent := map[string]string{}
+	for _, s := range rec.Spans() {
+		if _, seen := start[s.Name]; !seen {
+			start[s.Name], parent[s.Name] = s.Start, s.Parent
+		}
+	}
+	order := []string{"RunPodSandbox", "CreateContainer setup", "StartContainer setup", "CreateContainer app", "StartContainer app"}
+	for i, name := range order {
+		if _, ok := start[name]; !ok {
+			t.Fatalf("trace lacks %q: %+v", name, rec.Spans())
+		}
+		if parent[name] != "" {
+			t.Errorf("%q is under %q, want a top-level span", name, parent[name])
+		}
+		if i > 0 && start[name] < start[order[i-1]] {
+			t.Errorf("%q starts at %v, before %q at %v", name, start[name], order[i-1], start[order[i-1]])
+		}
+	}
+	for _, stage := range []string{"netns", "cni", "pause"} {
+		if parent[stage] != "RunPodSandbox" {
+			t.Errorf("sandbox stage %q is under %q, want RunPodSandbox", stage, parent[stage])
+		}
+	}
+	for _, stage := range []string{"ctr app rootfs", "ctr app config", "ctr app create"} {
+		if parent[stage] != "CreateContainer app" {
+			t.Errorf("%q is under %q, want CreateContainer app", stage, parent[stage])
+		}
+	}
+	if parent["ctr app start"] != "StartContainer app" {
+		t.Errorf("ctr app start is under %q, want StartContainer app", parent["ctr app start"])
 	}
 }

@@ -117,40 +117,17 @@ func SpecFromPod(pod *corev1.Pod) Spec {
 // the pod's lock (Store.LockPod). On error everything done so far is undone,
 // including the state record, and the error says which stage failed.
 func (m *Manager) Run(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder) (*state.Pod, error) {
-	return m.run(ctx, SpecFromPod(mf.Pod), rec, true, nil, nil)
+	return m.run(ctx, SpecFromPod(mf.Pod), rec, true)
 }
 
 // RunSpec creates a sandbox from spec, as CRI RunPodSandbox does, and
 // leaves it Creating for the caller to finish (start its shim) and mark
 // Ready. The caller holds the pod's lock. On error nothing is left.
 func (m *Manager) RunSpec(ctx context.Context, spec Spec, rec *trace.Recorder) (*state.Pod, error) {
-	return m.run(ctx, spec, rec, false, nil, nil)
+	return m.run(ctx, spec, rec, false)
 }
 
-// Prepare is a caller's work that needs the pod's namespaces and cgroup but
-// not its network: it runs while CNI ADD and the pause start (after the
-// pause when the pod shares its PID namespace). It registers the undo of
-// what it makes on undo, which runs if the sandbox then fails.
-type Prepare func(p *state.Pod, undo *cleanup.List) error
-
-// Shim names a process of the caller's that will run the pod's containers
-// (as containerd's and CRI-O's per-pod monitors do), in the pod's record
-// from the first write on: after a crash, gc waits for a shim that may
-// still be creating a container before it looks for it.
-type Shim struct {
-	PID   int    // its pid
-	Start uint64 // and its start time
-}
-
-// Create is Run leaving the record Creating, for a caller that goes on to
-// create containers: a crash before that caller marks the pod Ready must
-// leave a record gc recognizes as unfinished. prepare, if set, runs beside
-// CNI ADD; shim, if set, is recorded.
-func (m *Manager) Create(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder, prepare Prepare, shim *Shim) (*state.Pod, error) {
-	return m.run(ctx, SpecFromPod(mf.Pod), rec, false, prepare, shim)
-}
-
-func (m *Manager) run(ctx context.Context, spec Spec, rec *trace.Recorder, ready bool, prepare Prepare, shim *Shim) (pod *state.Pod, retErr error) {
+func (m *Manager) run(ctx context.Context, spec Spec, rec *trace.Recorder, ready bool) (pod *state.Pod, retErr error) {
 	p := &state.Pod{
 		ID:           state.NewID(),
 		Name:         spec.Name,
@@ -171,9 +148,6 @@ func (m *Manager) run(ctx context.Context, spec Spec, rec *trace.Recorder, ready
 		TerminationGracePeriod: spec.TerminationGracePeriod,
 	}
 	p.CgroupPath = m.CgroupPath(p.ID)
-	if shim != nil {
-		p.ShimPID, p.ShimStart = shim.PID, shim.Start
-	}
 	nsName := NetNSName(p.Namespace, p.Name)
 	if !spec.HostNetwork {
 		p.NetNS = filepath.Join(m.Config.NetNSDir, nsName)
@@ -228,8 +202,7 @@ func (m *Manager) run(ctx context.Context, spec Spec, rec *trace.Recorder, ready
 	}
 
 	// CNI ADD runs while the namespaces, the pod cgroup and the pause are
-	// made, and prepare's work: the pause needs the netns to exist, not to
-	// be configured (containerd also starts the sandbox before its network
+	// made: the pause needs the netns to exist, not to be configured (containerd also starts the sandbox before its network
 	// for user-namespaced pods). The pod is ready, and its containers
 	// start, only once both are done.
 	var cniRes addResult
@@ -295,9 +268,7 @@ func (m *Manager) run(ctx context.Context, spec Spec, rec *trace.Recorder, ready
 		return nil, err
 	}
 
-	// The pause starts beside prepare's work, which joins its PID
-	// namespace only when the pod shares one.
-	// Its cgroup goes with the pod's, whose undo is registered above.
+	// The pause's cgroup goes with the pod's, whose undo is registered above.
 	var pausePID int
 	var pauseStart uint64
 	undo.Add("stopping pause", func() error { return proc.Stop(pausePID, pauseStart, 0) })
@@ -317,18 +288,8 @@ func (m *Manager) run(ctx context.Context, spec Spec, rec *trace.Recorder, ready
 		p.PausePID, p.PauseStart = pausePID, pauseStart
 		return err
 	}
-	if prepare != nil && !p.ShareProcNS {
-		if err := prepare(p, &undo); err != nil {
-			return nil, err
-		}
-	}
 	if err := waitPause(); err != nil {
 		return nil, err
-	}
-	if prepare != nil && p.ShareProcNS {
-		if err := prepare(p, &undo); err != nil {
-			return nil, err
-		}
 	}
 
 	if err := cni.wait(); err != nil {

@@ -2,23 +2,26 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/manifest"
-	"github.com/podlab/podlab/internal/oci"
-	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/runtime"
 	"github.com/podlab/podlab/runtime/config"
 	"github.com/podlab/podlab/runtime/inject"
+	"github.com/podlab/podlab/runtime/kubelet"
 )
 
 func (g *globalFlags) runtime() (*runtime.Runtime, error) {
@@ -29,35 +32,40 @@ func (g *globalFlags) runtime() (*runtime.Runtime, error) {
 	return runtime.New(cfg, g.configPath)
 }
 
-// runManifest runs a whole pod (sandbox and containers) under its lock.
-func runManifest(g *globalFlags, mf *manifest.Manifest, rec *trace.Recorder, caFiles []string) (*state.Pod, error) {
+// kubelet is podlab's kubelet half over the runtime, in process.
+func (g *globalFlags) kubelet() (*kubelet.Kubelet, *runtime.Runtime, error) {
+	rt, err := g.runtime()
+	if err != nil {
+		return nil, nil, err
+	}
+	return &kubelet.Kubelet{RT: rt, Config: rt.Config, HostIP: runtime.HostIP}, rt, nil
+}
+
+// runManifest runs a whole pod through the kubelet half: the sandbox, then
+// its containers, each a CRI call. It returns the pod's sandbox id.
+func runManifest(g *globalFlags, mf *manifest.Manifest, rec *trace.Recorder, caFiles []string) (string, error) {
 	for _, w := range mf.Warnings {
 		fmt.Fprintln(os.Stderr, "Warning:", w)
 	}
-	rt, err := g.runtime()
+	k, rt, err := g.kubelet()
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	if len(caFiles) > 0 {
 		rt.Config.Injection.CA.ExtraFiles = append(rt.Config.Injection.CA.ExtraFiles, caFiles...)
 		if err := rt.Config.Injection.Validate(); err != nil {
-			return nil, err
+			return "", err
 		}
 	}
-	lock, err := rt.Sandbox.Store.LockPod(mf.Pod.Namespace, mf.Pod.Name)
-	if err != nil {
-		return nil, err
-	}
-	defer lock.Unlock()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	p, events, err := rt.RunPod(ctx, mf, rec)
+	id, events, err := k.RunPod(trace.WithRecorder(ctx, rec), mf)
 	for _, e := range events {
 		if e.Type == "Warning" {
 			fmt.Fprintf(os.Stderr, "Warning: %s: %s\n", e.Object, e.Message)
 		}
 	}
-	return p, err
+	return id, err
 }
 
 func newRunCmd(g *globalFlags) *cobra.Command {
@@ -67,10 +75,11 @@ func newRunCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run -f POD.yaml",
 		Short: "Create a pod: its sandbox, then its init and app containers",
-		Long: `run creates the pod sandbox (netns, CNI, pause), then runs the init containers
-one at a time to completion and starts the app containers. Each container is
-built layer by layer: RunContainerOptions → CRI ContainerConfig → OCI
-config.json → libcontainer. The pod id goes to stdout, warnings (unsupported
+		Long: `run is podlab's own small kubelet: it calls the CRI operations in process,
+RunPodSandbox (netns, CNI, pause, the pod's shim), then CreateContainer and
+StartContainer for the init containers one at a time to completion, then for
+the app containers. Each container is built layer by layer:
+RunContainerOptions → CRI ContainerConfig → OCI config.json → libcontainer. The pod id goes to stdout, warnings (unsupported
 fields, env overrides) and the stage table to stderr.`,
 		Example: `  sudo podlab run -f examples/shared-volume.yaml
   sudo podlab run -f pod.yaml --ca-file my-root-ca.pem
@@ -82,7 +91,7 @@ fields, env overrides) and the stage table to stderr.`,
 			if err != nil {
 				return err
 			}
-			p, err := runManifest(g, mf, rec, caFiles)
+			id, err := runManifest(g, mf, rec, caFiles)
 			if traceJSON != "" {
 				writeChromeTrace(traceJSON, mf.Pod.Name, rec.Spans())
 			}
@@ -92,7 +101,7 @@ fields, env overrides) and the stage table to stderr.`,
 			if err != nil {
 				return err
 			}
-			fmt.Println(p.ID)
+			fmt.Println(id)
 			return nil
 		},
 	}
@@ -115,6 +124,14 @@ type ctrRow struct {
 	FinishedAt *time.Time `json:"finishedAt"`
 }
 
+// containerStates are podlab's names of the CRI container states.
+var containerStates = map[runtimeapi.ContainerState]string{
+	runtimeapi.ContainerState_CONTAINER_CREATED: runtime.ContainerCreated,
+	runtimeapi.ContainerState_CONTAINER_RUNNING: runtime.ContainerRunning,
+	runtimeapi.ContainerState_CONTAINER_EXITED:  runtime.ContainerExited,
+	runtimeapi.ContainerState_CONTAINER_UNKNOWN: runtime.ContainerUnknown,
+}
+
 func newPsCmd(g *globalFlags) *cobra.Command {
 	var output string
 	var all bool
@@ -128,19 +145,29 @@ func newPsCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			pods, _, err := rt.Sandbox.Store.List()
+			ctx := cmd.Context()
+			sbs, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+			if err != nil {
+				return err
+			}
+			pods := map[string]string{}
+			for _, sb := range sbs.Items {
+				pods[sb.Id] = sb.Metadata.Namespace + "/" + sb.Metadata.Name
+			}
+			cs, err := rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
 			if err != nil {
 				return err
 			}
 			rows := []ctrRow{}
-			for _, p := range pods {
-				for _, c := range p.Containers {
-					runtime.RefreshContainer(&c)
-					if !all && c.State != runtime.ContainerRunning {
-						continue
-					}
-					rows = append(rows, ctrRow{c.ID, p.Key(), c.Name, c.State, c.PID, c.ExitCode, c.StartedAt, c.FinishedAt})
+			for _, c := range cs.Containers {
+				if !all && c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+					continue
 				}
+				st, err := rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id, Verbose: true})
+				if err != nil {
+					continue // removed since the list
+				}
+				rows = append(rows, containerRow(pods[c.PodSandboxId], st))
 			}
 			if output != "table" {
 				return printObject(os.Stdout, output, rows)
@@ -156,7 +183,7 @@ func newPsCmd(g *globalFlags) *cobra.Command {
 				if r.StartedAt != nil {
 					started = age(*r.StartedAt)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", state.ShortID(r.ID), r.Pod, r.Name, r.State, r.PID, exit, started)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", runtime.ShortID(r.ID), r.Pod, r.Name, r.State, r.PID, exit, started)
 			}
 			return tw.Flush()
 		},
@@ -166,22 +193,52 @@ func newPsCmd(g *globalFlags) *cobra.Command {
 	return cmd
 }
 
-// podContainer opens the runtime and finds container ctr (kubectl's
-// default when "") of pod name in the --namespace.
-func (g *globalFlags) podContainer(name, ctr string) (*runtime.Runtime, *state.Pod, *state.Container, error) {
+// containerRow is ps's row of a container, from its CRI status (the pid
+// from the verbose info, as crictl inspect shows it).
+func containerRow(pod string, resp *runtimeapi.ContainerStatusResponse) ctrRow {
+	st := resp.Status
+	r := ctrRow{ID: st.Id, Pod: pod, Name: st.Metadata.Name, State: containerStates[st.State]}
+	var info struct {
+		PID int `json:"pid"`
+	}
+	if json.Unmarshal([]byte(resp.Info["info"]), &info) == nil && st.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+		r.PID = info.PID
+	}
+	if st.StartedAt > 0 {
+		t := time.Unix(0, st.StartedAt)
+		r.StartedAt = &t
+	}
+	if st.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+		code := int(st.ExitCode)
+		r.ExitCode = &code
+		if st.FinishedAt > 0 {
+			t := time.Unix(0, st.FinishedAt)
+			r.FinishedAt = &t
+		}
+	}
+	return r
+}
+
+// podContainer finds container ctr (kubectl's default when "") of pod
+// name in the --namespace.
+func (g *globalFlags) podContainer(ctx context.Context, name, ctr string) (*runtime.Runtime, *runtimeapi.Container, error) {
 	rt, err := g.runtime()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	p, err := rt.Sandbox.Store.Find(g.namespace, name)
+	id, err := rt.FindPodSandbox(g.namespace, name)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	c, err := pickContainer(p, ctr)
+	cs, err := rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: id}})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	return rt, p, c, nil
+	c, err := pickContainer(g.namespace+"/"+name, cs.Containers, ctr)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rt, c, nil
 }
 
 // parseManifest parses the -f file, timed as the "parse" stage.
@@ -195,27 +252,43 @@ func parseManifest(file string, rec *trace.Recorder) (*manifest.Manifest, error)
 	return mf, err
 }
 
-// pickContainer resolves -c, defaulting to the first app container as kubectl does.
-func pickContainer(p *state.Pod, name string) (*state.Container, error) {
-	if name != "" {
-		return runtime.ContainerByName(p, name)
-	}
+// pickContainer resolves -c among a pod's containers (the latest attempt
+// of that name), defaulting to the first app container as kubectl does.
+func pickContainer(pod string, cs []*runtimeapi.Container, name string) (*runtimeapi.Container, error) {
 	var names []string
-	var first *state.Container
-	for i := range p.Containers {
-		if p.Containers[i].Init {
+	var first, found *runtimeapi.Container
+	for _, c := range cs {
+		n := c.Metadata.Name
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+		if name != "" && n == name && (found == nil || c.Metadata.Attempt > found.Metadata.Attempt) {
+			found = c
+		}
+	}
+	if name != "" {
+		if found == nil {
+			return nil, fmt.Errorf("container %q not found in pod %s (containers: %s)", name, pod, strings.Join(names, ", "))
+		}
+		return found, nil
+	}
+	var apps []string
+	for _, c := range cs {
+		if c.Annotations[kubelet.AnnotationContainerType] == "init" {
 			continue
 		}
-		names = append(names, p.Containers[i].Name)
-		if first == nil {
-			first = &p.Containers[i]
+		if !slices.Contains(apps, c.Metadata.Name) {
+			apps = append(apps, c.Metadata.Name)
+		}
+		if first == nil || c.Metadata.Name == first.Metadata.Name && c.Metadata.Attempt > first.Metadata.Attempt {
+			first = c
 		}
 	}
 	if first == nil {
-		return nil, fmt.Errorf("pod %s has no containers", p.Key())
+		return nil, fmt.Errorf("pod %s has no containers", pod)
 	}
-	if len(names) > 1 {
-		fmt.Fprintf(os.Stderr, "Defaulted container %q out of: %s\n", first.Name, strings.Join(names, ", "))
+	if len(apps) > 1 {
+		fmt.Fprintf(os.Stderr, "Defaulted container %q out of: %s\n", first.Metadata.Name, strings.Join(apps, ", "))
 	}
 	return first, nil
 }
@@ -229,16 +302,20 @@ func newLogsCmd(g *globalFlags) *cobra.Command {
 		Example: "  sudo podlab logs web\n  sudo podlab logs web -c sidecar -f",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, _, c, err := g.podContainer(args[0], container)
+			ctx := cmd.Context()
+			rt, c, err := g.podContainer(ctx, args[0], container)
+			if err != nil {
+				return err
+			}
+			st, err := rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
 			if err != nil {
 				return err
 			}
 			done := func() bool {
-				cc := *c
-				runtime.RefreshContainer(&cc)
-				return cc.State != runtime.ContainerRunning
+				st, err := rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
+				return err != nil || st.Status.State != runtimeapi.ContainerState_CONTAINER_RUNNING
 			}
-			return runtime.CopyLogs(c.LogPath, os.Stdout, os.Stdout, follow, done)
+			return runtime.CopyLogs(st.Status.LogPath, os.Stdout, os.Stdout, follow, done)
 		},
 	}
 	cmd.Flags().StringVarP(&container, "container", "c", "", "container name (default: the first app container)")
@@ -248,34 +325,36 @@ func newLogsCmd(g *globalFlags) *cobra.Command {
 
 func newExecCmd(g *globalFlags) *cobra.Command {
 	var container string
+	var timeout int64
 	cmd := &cobra.Command{
 		Use:   "exec POD [-c CONTAINER] -- COMMAND [ARG...]",
-		Short: "Run a command in a running container",
+		Short: "Run a command in a running container (CRI ExecSync)",
+		Long: `exec runs a command in a running container through CRI ExecSync, as
+crictl exec -s does: its output is printed once it exits, and podlab exits
+with its exit code. There is no stdin.`,
 		Example: `  sudo podlab exec web -- ip addr show eth0
   sudo podlab exec web -c sidecar -- sh -c 'echo $SSL_CERT_FILE'`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rt, _, c, err := g.podContainer(args[0], container)
+			ctx := cmd.Context()
+			rt, c, err := g.podContainer(ctx, args[0], container)
 			if err != nil {
 				return err
 			}
-			spec, err := runtime.ReadSpec(c.Bundle)
+			resp, err := rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: c.Id, Cmd: args[1:], Timeout: timeout})
 			if err != nil {
 				return err
 			}
-			sp := *spec.Process
-			sp.Args = args[1:]
-			code, err := rt.Sandbox.OCI.Exec(c.ID, &sp, oci.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
-			if err != nil {
-				return err
-			}
-			if code != 0 {
-				return exitError{code}
+			os.Stdout.Write(resp.Stdout)
+			os.Stderr.Write(resp.Stderr)
+			if resp.ExitCode != 0 {
+				return exitError{int(resp.ExitCode)}
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&container, "container", "c", "", "container name (default: the first app container)")
+	cmd.Flags().Int64Var(&timeout, "timeout", 0, "seconds after which the command is killed (0: none)")
 	return cmd
 }
 
@@ -287,10 +366,13 @@ func newStopCmd(g *globalFlags, use, short string) *cobra.Command {
 		Example: "  sudo podlab " + use + " web\n  sudo podlab " + use + " web --timeout 0",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return podCommand(g, args, false, func(rt *runtime.Runtime, p *state.Pod, _ *state.Lock) error {
-				err := rt.StopPod(cmd.Context(), p, podGrace(rt, p, timeout), trace.New())
+			return podCommand(g, args, false, func(k *kubelet.Kubelet, id string) error {
+				grace, err := podGrace(cmd.Context(), k, id, timeout)
 				if err == nil {
-					fmt.Println(p.ID)
+					err = k.StopPod(cmd.Context(), id, grace)
+				}
+				if err == nil {
+					fmt.Println(id)
 				}
 				return err
 			})
@@ -306,27 +388,34 @@ func newRmCmd(g *globalFlags, use, short string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   use + " POD...",
 		Short: short,
-		Long: short + `: containers (SIGTERM, grace period, SIGKILL), their rootfs
-overlays, volumes and logs, then the sandbox: pause, CNI DEL (from the cached
-result; it works when the netns is gone), netns, cgroups, state. Idempotent;
-with -f a missing pod is not an error and the grace period is 0.`,
+		Long: short + `: containers (SIGTERM, grace period, SIGKILL), volumes, then
+RemovePodSandbox: the containers' rootfs overlays, the pod's shim, pause, CNI
+DEL (from the cached result; it works when the netns is gone), netns,
+cgroups, state; then logs. Idempotent; with -f a missing pod is not an error
+and the grace period is 0.`,
 		Example: "  sudo podlab " + use + " web\n  sudo podlab " + use + " -f web db",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if force && timeout < 0 {
 				timeout = 0
 			}
-			return podCommand(g, args, force, func(rt *runtime.Runtime, p *state.Pod, lock *state.Lock) error {
+			return podCommand(g, args, force, func(k *kubelet.Kubelet, id string) error {
+				grace, err := podGrace(cmd.Context(), k, id, timeout)
+				if errdefs.IsNotFound(err) && force {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
 				rec := trace.New()
-				err := rt.RemovePod(cmd.Context(), p, podGrace(rt, p, timeout), rec)
+				err = k.RemovePod(trace.WithRecorder(cmd.Context(), rec), id, grace)
 				if showStages {
 					trace.WriteTable(os.Stderr, rec.Spans())
 				}
 				if err != nil {
 					return err
 				}
-				lock.UnlockAndRemove()
-				fmt.Println(p.ID)
+				fmt.Println(id)
 				return nil
 			})
 		},
@@ -339,14 +428,15 @@ with -f a missing pod is not an error and the grace period is 0.`,
 
 // podGrace is the stop grace period: the flag, else the pod's
 // terminationGracePeriodSeconds, else the config's default.
-func podGrace(rt *runtime.Runtime, p *state.Pod, override int) time.Duration {
+func podGrace(ctx context.Context, k *kubelet.Kubelet, id string, override int) (time.Duration, error) {
 	if override >= 0 {
-		return time.Duration(override) * time.Second
+		return time.Duration(override) * time.Second, nil
 	}
-	if g := p.TerminationGracePeriod; g != nil {
-		return time.Duration(*g) * time.Second
+	p, err := k.GetPod(ctx, id)
+	if err != nil {
+		return 0, err
 	}
-	return time.Duration(rt.Config.StopGracePeriodSeconds) * time.Second
+	return k.Grace(p), nil
 }
 
 func newHookCmd() *cobra.Command {

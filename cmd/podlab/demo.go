@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	_ "embed"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -24,14 +25,16 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/manifest"
-	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/runtime"
 	"github.com/podlab/podlab/runtime/env"
 	"github.com/podlab/podlab/runtime/inject"
 	"github.com/podlab/podlab/runtime/inspect"
+	"github.com/podlab/podlab/runtime/kubelet"
 )
 
 //go:embed demo-pod.yaml
@@ -180,31 +183,42 @@ bundle + the demo CA) and sets SSL_CERT_FILE & co.; demo rules add an env at
 the runtime point (demo-runtime) and a file at the hook point (demo-hook).
 `, mf.Pod.Namespace, mf.Pod.Name, demoImage, demoServerName, rt.Config.EnvPolicy)
 
-	lock, err := rt.Sandbox.Store.LockPod(mf.Pod.Namespace, mf.Pod.Name)
-	if err != nil {
-		return err
-	}
-	defer lock.Unlock()
+	k := &kubelet.Kubelet{RT: rt, Config: rt.Config, HostIP: runtime.HostIP}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	section(w, 2, "Create: netns → CNI → cgroup → pause → init → containers")
-	p, events, err := rt.RunPod(ctx, mf, rec)
+	section(w, 2, "Create: RunPodSandbox (netns → CNI → cgroup → pause) → init → containers")
+	id, events, err := k.RunPod(trace.WithRecorder(ctx, rec), mf)
+	key := mf.Pod.Namespace + "/" + mf.Pod.Name
 	if err != nil {
 		trace.WriteTable(w, rec.Spans())
-		if errors.Is(err, state.ErrExists) {
+		if errors.Is(err, errdefs.ErrAlreadyExists) {
 			return fmt.Errorf("%w: remove the old demo pod first: sudo podlab rm %s", err, mf.Pod.Name)
 		}
-		if p == nil {
+		if id == "" {
 			return err
 		}
 		// A container failed: the pod is kept for inspection, unless we remove it.
 		fmt.Fprintf(w, "\n%v\n", err)
 		retErr = err
 	} else {
-		trace.WriteTable(w, p.Spans)
+		trace.WriteTable(w, rec.Spans())
+		st, err := rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+		if err != nil {
+			return err
+		}
+		var info struct {
+			State    string   `json:"state"`
+			IPs      []string `json:"ips"`
+			Gateway  string   `json:"gateway"`
+			PausePID int      `json:"pausePid"`
+			NetNS    string   `json:"netns"`
+		}
+		if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil {
+			return fmt.Errorf("pod sandbox %s: its verbose status: %w", id, err)
+		}
 		fmt.Fprintf(w, "\npod %s is %s: ip %s, gateway %s, pause pid %d,\nnetns %s\n",
-			p.Key(), p.State, firstOr(p.IPs, "-"), p.Gateway, p.PausePID, p.NetNS)
+			key, info.State, firstOr(info.IPs, "-"), info.Gateway, info.PausePID, info.NetNS)
 	}
 	defer func() {
 		if keep {
@@ -215,18 +229,21 @@ the runtime point (demo-runtime) and a file at the hook point (demo-hook).
 			removeDir = false
 			cfg := filepath.Join(dir, "config.yaml")
 			fmt.Fprintf(w, "\nKept. The demo's rules and CA are in %s:\n", cfg)
-			fmt.Fprintf(w, "  sudo podlab --config %s inspect %s -c %s\n", cfg, p.Name, demoClient)
-			fmt.Fprintf(w, "  sudo podlab --config %s verify %s\n", cfg, p.Name)
-			fmt.Fprintf(w, "  sudo podlab rm %s && sudo rm -rf %s\n", p.Name, dir)
+			fmt.Fprintf(w, "  sudo podlab --config %s inspect %s -c %s\n", cfg, mf.Pod.Name, demoClient)
+			fmt.Fprintf(w, "  sudo podlab --config %s verify %s\n", cfg, mf.Pod.Name)
+			fmt.Fprintf(w, "  sudo podlab rm %s && sudo rm -rf %s\n", mf.Pod.Name, dir)
 			return
 		}
 		section(w, 7, "Teardown: the stages undone, in reverse")
 		teardown := trace.New()
-		if err := rt.RemovePod(context.Background(), p, podGrace(rt, p, -1), teardown); err != nil {
-			retErr = errors.Join(retErr, fmt.Errorf("removing the demo pod: %w (retry: sudo podlab rm -f %s)", err, p.Name))
+		grace, err := podGrace(context.Background(), k, id, -1)
+		if err == nil {
+			err = k.RemovePod(trace.WithRecorder(context.Background(), teardown), id, grace)
+		}
+		if err != nil {
+			retErr = errors.Join(retErr, fmt.Errorf("removing the demo pod: %w (retry: sudo podlab rm -f %s)", err, mf.Pod.Name))
 			return
 		}
-		lock.UnlockAndRemove()
 		trace.WriteTable(w, teardown.Spans())
 		if retErr == nil {
 			fmt.Fprintf(w, "\ndemo OK in %.1fs: override warned, TLS through the injected CA, verified, removed.\n", time.Since(began).Seconds())
@@ -256,11 +273,15 @@ runtime keeps the last value: the user's "all" silently replaces the plugin's
 	}
 
 	section(w, 4, "CA injection, proven by TLS inside the pod (client's log)")
-	client, err := runtime.ContainerByName(p, demoClient)
+	cs, err := rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: id}})
 	if err != nil {
 		return err
 	}
-	out, err := waitForLog(ctx, client, timeout)
+	client, err := pickContainer(key, cs.Containers, demoClient)
+	if err != nil {
+		return err
+	}
+	out, err := waitForLog(ctx, rt, client, timeout)
 	for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
 		fmt.Fprintln(w, "  "+l)
 	}
@@ -274,14 +295,17 @@ runtime keeps the last value: the user's "all" silently replaces the plugin's
 	}
 
 	section(w, 5, "verify: does each live process have what the rules promise?")
-	v := inspect.Verify(p, rules)
+	v, err := inspect.VerifyPod(rt, id, rules)
+	if err != nil {
+		return err
+	}
 	writeDemoVerify(w, v)
 	if !v.OK {
 		return fmt.Errorf("verify %s: %d of %d checks failed", v.Pod, len(v.Failures()), len(v.Checks))
 	}
 
 	section(w, 6, "Which layer shows each item injected into the client")
-	r, err := inspect.Inspect(p, client, rules)
+	r, err := inspect.InspectContainer(rt, client.Id, "all", false, rules)
 	if err != nil {
 		return err
 	}
@@ -291,7 +315,12 @@ runtime keeps the last value: the user's "all" silently replaces the plugin's
 
 // waitForLog follows the client's log until it reports its TLS request, the
 // container exits, or timeout passes; it returns what the log held.
-func waitForLog(ctx context.Context, c *state.Container, timeout time.Duration) (string, error) {
+func waitForLog(ctx context.Context, rt *runtime.Runtime, c *runtimeapi.Container, timeout time.Duration) (string, error) {
+	st, err := rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
+	if err != nil {
+		return "", err
+	}
+	name := c.Metadata.Name
 	deadline := time.Now().Add(timeout)
 	var buf bytes.Buffer
 	var why error
@@ -300,22 +329,23 @@ func waitForLog(ctx context.Context, c *state.Container, timeout time.Duration) 
 		if strings.Contains(s, demoTLSOK) || strings.Contains(s, demoTLSFailed) {
 			return true
 		}
-		cc := *c
-		runtime.RefreshContainer(&cc)
+		cur, err := rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
 		switch {
-		case cc.State != runtime.ContainerRunning:
-			why = fmt.Errorf("container %s is %s before its TLS request finished", c.Name, cc.State)
+		case err != nil:
+			why = err
+		case cur.Status.State != runtimeapi.ContainerState_CONTAINER_RUNNING:
+			why = fmt.Errorf("container %s is %s before its TLS request finished", name, containerStates[cur.Status.State])
 		case ctx.Err() != nil:
 			why = ctx.Err()
 		case time.Now().After(deadline):
-			why = fmt.Errorf("no TLS result in the log of container %s after %s", c.Name, timeout)
+			why = fmt.Errorf("no TLS result in the log of container %s after %s", name, timeout)
 		default:
 			return false
 		}
 		return true
 	}
-	if err := runtime.CopyLogs(c.LogPath, &buf, &buf, true, done); err != nil {
-		return buf.String(), fmt.Errorf("reading the log of container %s: %w", c.Name, err)
+	if err := runtime.CopyLogs(st.Status.LogPath, &buf, &buf, true, done); err != nil {
+		return buf.String(), fmt.Errorf("reading the log of container %s: %w", name, err)
 	}
 	return buf.String(), why
 }

@@ -16,23 +16,34 @@ func newGCCmd(g *globalFlags) *cobra.Command {
 		Short: "Remove what crashed or killed podlab runs left behind",
 		Long: `gc reconciles the state store with the host. A pod whose record is still
 "Creating" while no command holds its lock (podlab was killed mid-run), or
-whose removal never finished, or (for a pod of podlab run) whose pause
-process is gone, is torn down like rmp: pause, CNI DEL from the cached
-result, pinned namespaces, netns, cgroup, state. A CRI pod whose pause died
-stays, NotReady, for its client to stop and remove (as containerd keeps
-it); its record takes what its shim saw, a dead shim is restarted, and a
-container recorded but never created is forgotten. A pod directory without
-a record is removed. Pods being created or removed right now (their lock
-is held) are left alone, and gc touches only what podlab's records name.
-podlab serve does the same before it serves.`,
+whose removal never finished, is torn down like rmp: pause, CNI DEL from the
+cached result, pinned namespaces, netns, cgroup, state. A CRI pod whose
+pause died stays, NotReady, for its client to stop and remove (as
+containerd keeps it); its record takes what its shim saw, a dead shim is
+restarted, and a container recorded but never created is forgotten. A pod
+directory without a record is removed. podlab serve does the same before
+it serves. Then the kubelet half's pods: one whose podlab run or rm died,
+or whose pause is gone (a podlab run pod is over without it), is removed
+with its volumes and logs. Pods being created or removed right now (their
+lock is held, or their podlab process runs) are left alone, and gc touches
+only what podlab's records name.`,
 		Example: "  sudo podlab gc --dry-run\n  sudo podlab gc",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rt, err := g.runtime()
+			k, rt, err := g.kubelet()
 			if err != nil {
 				return err
 			}
+			// The runtime's records first (sandboxes half made or half
+			// removed), then the kubelet half's pods.
 			done, err := rt.GC(cmd.Context(), runtime.GCOptions{DryRun: dryRun, CNIGC: cniGC})
+			for _, line := range done {
+				fmt.Println(line)
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "gc:", err)
+			}
+			done, err = k.GC(cmd.Context(), dryRun)
 			for _, line := range done {
 				fmt.Println(line)
 			}

@@ -3,12 +3,10 @@ package main
 import (
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/runtime/inspect"
 )
 
@@ -54,15 +52,11 @@ CreateContainer applied them.`,
 			default:
 				return fmt.Errorf("-o: unknown output format %q (want table, json or yaml)", output)
 			}
-			rt, p, c, err := g.podContainer(args[0], container)
+			rt, cc, err := g.podContainer(cmd.Context(), args[0], container)
 			if err != nil {
 				return err
 			}
-			c = newestAttempt(p, c)
-			if err := checkLayer(p, layer, diff); err != nil {
-				return err
-			}
-			r, err := inspect.Inspect(p, c, inspect.Rules{Injection: rt.Config.Injection, DevicePlugins: rt.Config.DevicePlugins})
+			r, err := inspect.InspectContainer(rt, cc.Id, layer, diff, inspect.Rules{Injection: rt.Config.Injection, DevicePlugins: rt.Config.DevicePlugins})
 			if err != nil {
 				return err
 			}
@@ -71,7 +65,7 @@ CreateContainer applied them.`,
 			if layer != "all" {
 				l := inspect.FindLayer(r.Layers, layer)
 				if l == nil {
-					return fmt.Errorf("--layer %s: container %s of pod %s has no such layer", layer, c.Name, p.Key())
+					return fmt.Errorf("--layer %s: container %s of pod %s has no such layer", layer, r.Container, r.Pod)
 				}
 				r.Layers = []inspect.Layer{*l}
 				var ds []inspect.Diff
@@ -115,35 +109,6 @@ CreateContainer applied them.`,
 	return cmd
 }
 
-// checkLayer checks that pod p has the --layer asked for, and a layer before
-// it for --diff.
-func checkLayer(p *state.Pod, layer string, diff bool) error {
-	path := inspect.LayerNames
-	if inspect.CreatedBy(p) == inspect.CreatorCRI {
-		path = inspect.CRILayerNames
-		if slices.Contains(inspect.ClientLayers, layer) {
-			return fmt.Errorf("--layer %s: pod %s was created through the CRI by a %s, whose %s are its own: podlab has layers %s",
-				layer, p.Key(), inspect.CreatorCRI, strings.Join(inspect.ClientLayers, " and "), strings.Join(path, ", "))
-		}
-	}
-	if diff && layer == path[0] {
-		return fmt.Errorf("--diff --layer %s: %s is the first layer of pod %s; nothing comes before it", layer, layer, p.Key())
-	}
-	return nil
-}
-
-// newestAttempt is the latest attempt of the container c names: the
-// kubelet keeps the previous attempt of a restarted container beside the
-// new one, and the new one is what runs.
-func newestAttempt(p *state.Pod, c *state.Container) *state.Container {
-	for i := range p.Containers {
-		if o := &p.Containers[i]; o.Name == c.Name && o.Attempt > c.Attempt {
-			c = o
-		}
-	}
-	return c
-}
-
 func newVerifyCmd(g *globalFlags) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
@@ -182,11 +147,14 @@ that does not is checked in its stored layers only.`,
 			if err != nil {
 				return err
 			}
-			p, err := rt.Sandbox.Store.Find(g.namespace, args[0])
+			id, err := rt.FindPodSandbox(g.namespace, args[0])
 			if err != nil {
 				return err
 			}
-			v := inspect.Verify(p, inspect.Rules{Injection: rt.Config.Injection, DevicePlugins: rt.Config.DevicePlugins})
+			v, err := inspect.VerifyPod(rt, id, inspect.Rules{Injection: rt.Config.Injection, DevicePlugins: rt.Config.DevicePlugins})
+			if err != nil {
+				return err
+			}
 			if output == "table" {
 				inspect.WriteVerification(os.Stdout, v)
 			} else if err := printObject(os.Stdout, output, v); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -11,11 +12,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/podlab/podlab/internal/state"
+	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/runtime"
-	"github.com/podlab/podlab/sandbox"
+	"github.com/podlab/podlab/runtime/kubelet"
 )
 
 func newRunpCmd(g *globalFlags) *cobra.Command {
@@ -24,9 +26,11 @@ func newRunpCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runp -f POD.yaml",
 		Short: "Create a pod sandbox (netns, CNI, pause) from a v1 Pod manifest",
-		Long: `runp creates the pod's sandbox only: state record, network namespace, CNI
-networks, pod cgroup and the pause process. It prints the pod id on stdout and
-the stage table on stderr.`,
+		Long: `runp creates the pod's sandbox only, with the CRI RunPodSandbox podlab serve
+answers (as crictl runp does): state record, network namespace, CNI networks,
+pinned IPC and UTS namespaces, pod cgroup, the pause process, and the pod's
+shim, ready for containers. It prints the pod id on stdout and the stage
+table on stderr.`,
 		Example: `  sudo podlab runp -f pod.yaml
   sudo podlab runp -f pod.yaml --trace-json /tmp/runp.json   # open in Perfetto`,
 		Args: cobra.NoArgs,
@@ -39,33 +43,29 @@ the stage table on stderr.`,
 			for _, w := range mf.Warnings {
 				fmt.Fprintln(os.Stderr, "Warning:", w)
 			}
-			m, err := g.manager()
+			k, rt, err := g.kubelet()
 			if err != nil {
 				return err
 			}
-			lock, err := m.Store.LockPod(mf.Pod.Namespace, mf.Pod.Name)
+			cfg, err := k.SandboxConfig(mf.Pod)
 			if err != nil {
 				return err
 			}
-			defer lock.Unlock()
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			p, err := m.Run(ctx, mf, rec)
+			resp, err := rt.RunPodSandbox(trace.WithRecorder(ctx, rec), &runtimeapi.RunPodSandboxRequest{Config: cfg})
 			if traceJSON != "" {
 				if werr := writeChromeTrace(traceJSON, mf.Pod.Name, rec.Spans()); werr != nil && err == nil {
 					err = werr
 				}
 			}
+			if !quiet {
+				trace.WriteTable(os.Stderr, rec.Spans())
+			}
 			if err != nil {
-				if !quiet {
-					trace.WriteTable(os.Stderr, rec.Spans())
-				}
 				return fmt.Errorf("pod %s/%s: %w", mf.Pod.Namespace, mf.Pod.Name, err)
 			}
-			if !quiet {
-				trace.WriteTable(os.Stderr, p.Spans)
-			}
-			fmt.Println(p.ID)
+			fmt.Println(resp.PodSandboxId)
 			return nil
 		},
 	}
@@ -99,15 +99,6 @@ type podRow struct {
 	Created   time.Time `json:"created"`
 }
 
-// observedState is the record's state corrected by what the host shows: a
-// Ready pod whose pause died is NotReady.
-func observedState(p *state.Pod) string {
-	if p.State == state.PodReady && !sandbox.PauseAlive(p) {
-		return "NotReady"
-	}
-	return p.State
-}
-
 func newPodsCmd(g *globalFlags) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
@@ -116,21 +107,22 @@ func newPodsCmd(g *globalFlags) *cobra.Command {
 		Example: "  sudo podlab pods\n  sudo podlab pods -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := g.manager()
+			k, rt, err := g.kubelet()
 			if err != nil {
 				return err
 			}
-			pods, _, err := m.Store.List()
+			ctx := cmd.Context()
+			sbs, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 			if err != nil {
 				return err
 			}
 			rows := []podRow{}
-			for _, p := range pods {
-				ip := ""
-				if len(p.IPs) > 0 {
-					ip = p.IPs[0]
+			for _, sb := range sbs.Items {
+				st, err := rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.Id, Verbose: true})
+				if err != nil {
+					continue // removed since the list
 				}
-				rows = append(rows, podRow{p.ID, p.Name, p.Namespace, observedState(p), ip, p.NetNS, p.PausePID, p.Created})
+				rows = append(rows, podRowOf(k, st))
 			}
 			if output != "table" {
 				return printObject(os.Stdout, output, rows)
@@ -138,13 +130,35 @@ func newPodsCmd(g *globalFlags) *cobra.Command {
 			tw := newTable(os.Stdout)
 			fmt.Fprintln(tw, "POD ID\tNAME\tNAMESPACE\tSTATE\tIP\tPAUSE PID\tCREATED")
 			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", state.ShortID(r.ID), r.Name, r.Namespace, r.State, r.IP, r.PausePID, age(r.Created))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", runtime.ShortID(r.ID), r.Name, r.Namespace, r.State, r.IP, r.PausePID, age(r.Created))
 			}
 			return tw.Flush()
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
 	return cmd
+}
+
+// podRowOf is a pod's row: the sandbox's CRI status (netns and pause pid
+// from its verbose info, as crictl inspectp shows them), Failed when the
+// kubelet half says so.
+func podRowOf(k *kubelet.Kubelet, resp *runtimeapi.PodSandboxStatusResponse) podRow {
+	st := resp.Status
+	r := podRow{ID: st.Id, Name: st.Metadata.Name, Namespace: st.Metadata.Namespace, IP: st.GetNetwork().GetIp(), Created: time.Unix(0, st.CreatedAt)}
+	var info struct {
+		State    string `json:"state"`
+		NetNS    string `json:"netns"`
+		PausePID int    `json:"pausePid"`
+	}
+	json.Unmarshal([]byte(resp.Info["info"]), &info)
+	r.NetNS, r.PausePID = info.NetNS, info.PausePID
+	r.State = info.State
+	if st.State == runtimeapi.PodSandboxState_SANDBOX_NOTREADY && info.State == runtime.PodReady {
+		r.State = "NotReady" // its pause died
+	} else if ks, ok, _ := k.Status(st.Metadata.Uid); ok && ks.Phase == kubelet.PhaseFailed && st.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+		r.State = kubelet.PhaseFailed
+	}
+	return r
 }
 
 func age(t time.Time) string {
@@ -155,41 +169,27 @@ func age(t time.Time) string {
 	return d.Round(time.Minute).String() + " ago"
 }
 
-// podCommand runs fn on each named pod under its lock. A pod that does not
+// podCommand runs fn on each named pod (a name, or an id prefix). The CRI
+// operations fn calls take the pod's lock themselves. A pod that does not
 // exist is an error unless ignoreMissing.
-func podCommand(g *globalFlags, names []string, ignoreMissing bool, fn func(*runtime.Runtime, *state.Pod, *state.Lock) error) error {
-	rt, err := g.runtime()
+func podCommand(g *globalFlags, names []string, ignoreMissing bool, fn func(*kubelet.Kubelet, string) error) error {
+	k, rt, err := g.kubelet()
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, name := range names {
-		p, err := rt.Sandbox.Store.Find(g.namespace, name)
-		if errors.Is(err, state.ErrNotFound) && ignoreMissing {
+		id, err := rt.FindPodSandbox(g.namespace, name)
+		if errdefs.IsNotFound(err) && ignoreMissing {
 			continue
 		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		lock, err := rt.Sandbox.Store.LockPod(p.Namespace, p.Name)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		if err := fn(k, id); err != nil {
+			errs = append(errs, fmt.Errorf("pod %s/%s: %w", g.namespace, name, err))
 		}
-		// Re-read under the lock: another command may have changed it.
-		if p, err = rt.Sandbox.Store.Get(p.ID); err != nil {
-			lock.Unlock()
-			if errors.Is(err, state.ErrNotFound) && ignoreMissing {
-				continue
-			}
-			errs = append(errs, err)
-			continue
-		}
-		if err := fn(rt, p, lock); err != nil {
-			errs = append(errs, fmt.Errorf("pod %s: %w", p.Key(), err))
-		}
-		lock.Unlock()
 	}
 	return errors.Join(errs...)
 }
@@ -202,22 +202,39 @@ func newTraceCmd(g *globalFlags) *cobra.Command {
 		Example: "  sudo podlab trace web\n  sudo podlab trace web -o chrome > web.json   # open in Perfetto",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := g.manager()
+			rt, err := g.runtime()
 			if err != nil {
 				return err
 			}
-			p, err := m.Store.Find(g.namespace, args[0])
+			id, err := rt.FindPodSandbox(g.namespace, args[0])
 			if err != nil {
 				return err
 			}
+			// The spans are in the sandbox's verbose status, as crictl
+			// inspectp shows the runtime's record.
+			st, err := rt.PodSandboxStatus(cmd.Context(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+			if err != nil {
+				return err
+			}
+			var info struct {
+				Spans []trace.Span `json:"spans"`
+			}
+			if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil {
+				return fmt.Errorf("pod sandbox %s: its verbose status: %w", id, err)
+			}
+			spans := info.Spans
+			if spans == nil {
+				spans = []trace.Span{}
+			}
+			key := st.Status.Metadata.Namespace + "/" + st.Status.Metadata.Name
 			switch strings.ToLower(output) {
 			case "table":
-				trace.WriteTable(os.Stdout, p.Spans)
+				trace.WriteTable(os.Stdout, spans)
 				return nil
 			case "chrome":
-				return trace.WriteChrome(os.Stdout, p.Key(), p.Spans)
+				return trace.WriteChrome(os.Stdout, key, spans)
 			default:
-				return printObject(os.Stdout, output, p.Spans)
+				return printObject(os.Stdout, output, spans)
 			}
 		},
 	}

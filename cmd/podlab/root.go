@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podlab/podlab/runtime/config"
-	"github.com/podlab/podlab/sandbox"
 )
 
 // version is set with -ldflags "-X main.version=...".
@@ -84,14 +83,6 @@ with runc's libcontainer. Every stage is timed.`,
 		}
 	}
 	return root
-}
-
-func (g *globalFlags) manager() (*sandbox.Manager, error) {
-	cfg, err := config.Load(g.configPath)
-	if err != nil {
-		return nil, err
-	}
-	return sandbox.New(cfg)
 }
 
 // printObject writes v as JSON or YAML.

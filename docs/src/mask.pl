@@ -34,6 +34,9 @@ sub mask {
     for my $p (@paths) { $s =~ s/\Q$p->[0]\E/$p->[1]/g }
     $s =~ s/\b([0-9a-f]{64})\b/$ids{$1} \/\/ '<id>'/ge;
     $s =~ s/\b([0-9a-f]{12})\b/$ids{$1} \/\/ $1/ge;
+    # the kubelet half's pod dirs are named by pod uid, also where go-cmp
+    # cuts a long path short
+    $s =~ s{(/kubelet/pods/)[0-9a-f][0-9a-f-]*}{$1<uid>}g;
     $s =~ s/\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/<uid>/g;
     $s =~ s{/proc/\d+/}{/proc/<pid>/}g;
     $s =~ s/\b(pid|PID) \d+/$1 <pid>/g;
@@ -160,7 +163,7 @@ for (my $i = 0; $i < @in; $i++) {
         # either order: sort each run of such sibling rows by name.
         for (my $j = 0; $j < @rows; $j++) {
             my $k = $j;
-            $k++ while $k + 1 < @rows && $rows[$k + 1] =~ /^  cni \S+ (ADD|DEL)\b/ && $rows[$j] =~ /^  cni \S+ (ADD|DEL)\b/;
+            $k++ while $k + 1 < @rows && $rows[$k + 1] =~ /^ +cni \S+ (ADD|DEL)\b/ && $rows[$j] =~ /^ +cni \S+ (ADD|DEL)\b/;
             @rows[$j .. $k] = sort @rows[$j .. $k] if $k > $j;
             $j = $k;
         }

@@ -46,6 +46,19 @@ type SealCounts struct {
 	FallbackError string `json:"fallbackError,omitempty"` // why overlayfs failed, first seen
 }
 
+// Minus is the decisions in c that were not yet in before (c's counts
+// since before was taken).
+func (c SealCounts) Minus(before SealCounts) SealCounts {
+	d := SealCounts{
+		Starts: c.Starts - before.Starts, Overlayfs: c.Overlayfs - before.Overlayfs, Copy: c.Copy - before.Copy,
+		NoMemfd: c.NoMemfd - before.NoMemfd, AlreadySealed: c.AlreadySealed - before.AlreadySealed,
+	}
+	if before.FallbackError == "" {
+		d.FallbackError = c.FallbackError
+	}
+	return d
+}
+
 // Add adds o's decisions to c's.
 func (c *SealCounts) Add(o SealCounts) {
 	c.Starts += o.Starts

@@ -96,37 +96,42 @@ func Sort(spans []Span) {
 			byStart[j], byStart[j-1] = byStart[j-1], byStart[j]
 		}
 	}
-	parents := map[string]bool{}
+	names := map[string]bool{}
 	for _, sp := range byStart {
-		if sp.Parent == "" {
-			parents[sp.Name] = true
-		}
+		names[sp.Name] = true
 	}
 	out := spans[:0]
 	done := make([]bool, len(byStart))
-	for i, sp := range byStart {
-		if done[i] || (sp.Parent != "" && parents[sp.Parent]) {
-			continue // emitted under its parent (or below)
-		}
+	// emit appends span i, then its children, each followed by its own
+	// (a CRI operation, its stages, a stage's CNI plugins). A parent's
+	// children are those that start before the next span of the same
+	// name and parent.
+	var emit func(i, depth int)
+	emit = func(i, depth int) {
+		sp := byStart[i]
 		out, done[i] = append(out, sp), true
-		if sp.Parent != "" {
-			continue
+		if depth > 8 {
+			return
 		}
-		// Children of this parent instance: those that start before the
-		// next top-level span of the same name.
 		for j := i + 1; j < len(byStart); j++ {
 			c := byStart[j]
-			if c.Parent == "" && c.Name == sp.Name {
+			if c.Name == sp.Name && c.Parent == sp.Parent {
 				break
 			}
 			if c.Parent == sp.Name && !done[j] {
-				out, done[j] = append(out, c), true
+				emit(j, depth+1)
 			}
 		}
 	}
-	for i, sp := range byStart { // a child that started before its parent
+	for i, sp := range byStart {
+		if done[i] || (sp.Parent != "" && names[sp.Parent]) {
+			continue // emitted under its parent (or below)
+		}
+		emit(i, 0)
+	}
+	for i := range byStart { // a child that started before its parent
 		if !done[i] {
-			out = append(out, sp)
+			out = append(out, byStart[i])
 		}
 	}
 }
@@ -145,11 +150,12 @@ func less(a, b Span) bool {
 func WriteTable(w io.Writer, spans []Span) {
 	var end time.Duration
 	width := len("STAGE")
+	depth := depths(spans)
 	for _, s := range spans {
 		if e := s.Start + s.Dur; e > end {
 			end = e
 		}
-		if n := len(displayName(s)); n > width {
+		if n := len(displayName(s, depth)); n > width {
 			width = n
 		}
 	}
@@ -168,7 +174,7 @@ func WriteTable(w io.Writer, spans []Span) {
 			}
 			bar = strings.Repeat(" ", from) + strings.Repeat("█", n)
 		}
-		name := displayName(s)
+		name := displayName(s, depth)
 		if s.Err != "" {
 			bar += "  FAILED: " + s.Err
 		}
@@ -176,11 +182,37 @@ func WriteTable(w io.Writer, spans []Span) {
 	}
 }
 
-func displayName(s Span) string {
-	if s.Parent != "" {
-		return "  " + s.Name
+// displayName indents s under its parent; depths deeper than one (the
+// stages of a CRI operation and their CNI plugins) indent further.
+func displayName(s Span, depth map[string]int) string {
+	if s.Parent == "" {
+		return s.Name
 	}
-	return s.Name
+	d := depth[s.Parent] + 1
+	if d < 1 {
+		d = 1
+	}
+	return strings.Repeat("  ", d) + s.Name
+}
+
+// depths is each parent span's depth among spans (0: top level).
+func depths(spans []Span) map[string]int {
+	parent := map[string]string{}
+	for _, s := range spans {
+		if _, seen := parent[s.Name]; !seen {
+			parent[s.Name] = s.Parent
+		}
+	}
+	d := map[string]int{}
+	for name := range parent {
+		n, p := 0, parent[name]
+		for p != "" && n < 8 {
+			n++
+			p = parent[p]
+		}
+		d[name] = n
+	}
+	return d
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/1e6) }

@@ -26,6 +26,7 @@ import (
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/runtime"
+	"github.com/podlab/podlab/runtime/kubelet"
 	"github.com/podlab/podlab/sandbox"
 )
 
@@ -156,7 +157,8 @@ type Point struct {
 type bencher struct {
 	o         Options
 	rt        *runtime.Runtime
-	base      string // the manifest's pod name
+	k         *kubelet.Kubelet // podlab run's path: the CRI operations in process
+	base      string           // the manifest's pod name
 	namespace string
 	waitFor   string
 	next      atomic.Int64 // the next cycle's index: pod names never repeat
@@ -206,7 +208,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manifest %s: %w", o.ManifestPath, err)
 	}
-	b := &bencher{o: o, rt: o.Runtime, base: mf.Pod.Name, namespace: mf.Pod.Namespace, waitFor: waitFor(mf.Pod)}
+	b := &bencher{o: o, rt: o.Runtime, k: &kubelet.Kubelet{RT: o.Runtime, Config: o.Runtime.Config, HostIP: runtime.HostIP}, base: mf.Pod.Name, namespace: mf.Pod.Namespace, waitFor: waitFor(mf.Pod)}
 	if err := b.checkNames(mf.Pod); err != nil {
 		return nil, err
 	}
@@ -450,41 +452,36 @@ func (b *bencher) cycle(ctx context.Context, i int) (cy Cycle) {
 		fail(err)
 		return cy
 	}
-	end = rec.Start(StageLock)
-	lock, err := b.rt.Sandbox.Store.LockPod(b.namespace, name)
-	end(err)
-	if err != nil {
-		fail(err)
-		return cy
-	}
-	p, _, err := b.rt.RunPod(ctx, mf, rec)
+	// No lock stage: the CRI operations take the pod's lock themselves.
+	id, _, err := b.k.RunPod(trace.WithRecorder(ctx, rec), mf)
 	cy.Ready = time.Since(cy.Start)
 	fail(err)
-	if p == nil {
+	if id == "" {
 		// RunPod rolled everything back.
-		lock.UnlockAndRemove()
 		cy.Up = cy.Ready
 		return cy
 	}
-	cy.PodID = p.ID
-	if err == nil {
+	cy.PodID = id
+	p, gerr := b.rt.Sandbox.Store.Get(id)
+	if gerr == nil && err == nil {
 		fail(b.wait(ctx, p, &cy))
 	} else {
+		fail(gerr)
 		cy.Up = cy.Ready
 	}
-	cy.PauseRSSKB = vmRSSKB(p.PausePID)
+	if p != nil {
+		cy.PauseRSSKB = vmRSSKB(p.PausePID)
+	}
 
 	trec := trace.New()
-	err = b.rt.RemovePod(context.Background(), p, b.o.Grace, trec)
+	err = b.k.RemovePod(trace.WithRecorder(context.Background(), trec), id, b.o.Grace)
 	cy.TeardownDur = time.Since(trec.Begin())
 	cy.Teardown = trec.Spans()
 	if err != nil {
 		fail(fmt.Errorf("removing pod: %w", err))
-		lock.Unlock()
 		cy.Err = leftoverPrefix + cy.Err
 		return cy
 	}
-	lock.UnlockAndRemove()
 	return cy
 }
 
@@ -547,12 +544,14 @@ func (b *bencher) startLive(ctx context.Context, i int) (*state.Pod, error) {
 		return nil, err
 	}
 	mf.Pod.Name = liveName(b.base, i)
-	lock, err := b.rt.Sandbox.Store.LockPod(mf.Pod.Namespace, mf.Pod.Name)
-	if err != nil {
-		return nil, err
+	id, _, err := b.k.RunPod(ctx, mf)
+	var p *state.Pod
+	if id != "" {
+		var gerr error
+		if p, gerr = b.rt.Sandbox.Store.Get(id); gerr != nil {
+			return nil, errors.Join(err, gerr)
+		}
 	}
-	defer lock.Unlock()
-	p, _, err := b.rt.RunPod(ctx, mf, trace.New())
 	if err != nil {
 		if p != nil {
 			// A pod that failed after a container ran is kept by RunPod:
@@ -567,18 +566,9 @@ func (b *bencher) startLive(ctx context.Context, i int) (*state.Pod, error) {
 	return p, nil
 }
 
-// remove removes a live pod under its lock.
+// remove removes a live pod.
 func (b *bencher) remove(p *state.Pod) error {
-	lock, err := b.rt.Sandbox.Store.LockPod(p.Namespace, p.Name)
-	if err != nil {
-		return err
-	}
-	if err := b.rt.RemovePod(context.Background(), p, b.o.Grace, trace.New()); err != nil {
-		lock.Unlock()
-		return err
-	}
-	lock.UnlockAndRemove()
-	return nil
+	return b.k.RemovePod(context.Background(), p.ID, b.o.Grace)
 }
 
 func (b *bencher) makeRound(name string, c, live int, cycles []Cycle, wall time.Duration) Round {
@@ -654,12 +644,12 @@ func liveCurve(rounds []Round, c int) []Point {
 // (lo set up in-process, then bridge + host-local). The tests hold the
 // runtime's span names to it.
 func ExpectedStages(containers []string) []string {
-	s := []string{"parse", StageLock, "plan", "state", "netns", "cni", "cni bridge ADD", "pod ns", "cgroup", "pause", "volumes", "pod files", "pod hosts"}
+	s := []string{"parse", "plan", "RunPodSandbox", "state", "netns", "cni", "cni bridge ADD", "pod ns", "cgroup", "pause", "pod files", "shim", "volumes", "ca bundle", "pod hosts"}
 	for _, c := range containers {
-		s = append(s, "ctr "+c+" rootfs", "ctr "+c+" config", "ctr "+c+" create", "ctr "+c+" start")
+		s = append(s, "CreateContainer "+c, "ctr "+c+" rootfs", "ctr "+c+" config", "ctr "+c+" create", "StartContainer "+c, "ctr "+c+" start")
 	}
-	s = append(s, "shim", StageOtherRun, StageWaitExit,
-		"remove containers", "remove volumes", "stop pause", "pod ns remove", "cni teardown", "cni bridge DEL",
+	s = append(s, StageOtherRun, StageWaitExit,
+		"stop containers", "remove volumes", "RemovePodSandbox", "remove containers", "stop pause", "pod ns remove", "cni teardown", "cni bridge DEL",
 		"netns remove", "cgroup remove", "state remove", StageOtherTeardown,
 		StageReady, StageFirstExit, StageTeardown, StageCycle)
 	return s

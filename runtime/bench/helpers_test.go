@@ -20,29 +20,40 @@ func fakeCycle(i int, k float64) Cycle {
 		at += s.Dur
 		return s
 	}
-	run = append(run, seq("parse", "", 0.3), seq(StageLock, "", 0.02), seq("plan", "", 0.1), seq("state", "", 0.2), seq("netns", "", 2))
+	// podlab run's path: the kubelet half's stages, and the CRI
+	// operations' with their own stages under them.
+	run = append(run, seq("parse", "", 0.3), seq("plan", "", 0.1))
+	sbStart := at
+	run = append(run, seq("state", "RunPodSandbox", 0.2), seq("netns", "RunPodSandbox", 2))
 	cniStart := at
 	br := seq("cni bridge ADD", "cni", 12)
-	run = append(run, trace.Span{Name: "cni", Start: cniStart, Dur: at - cniStart + d(0.1)}, br)
+	run = append(run, trace.Span{Name: "cni", Parent: "RunPodSandbox", Start: cniStart, Dur: at - cniStart + d(0.1)}, br)
 	at += d(0.1)
-	run = append(run, seq("pod ns", "", 0.3), seq("cgroup", "", 1), seq("pause", "", 4), seq("volumes", "", 0.1), seq("pod files", "", 0.3),
-		seq("ctr app rootfs", "container app", 1.5), seq("ctr app config", "container app", 0.8),
-		seq("ctr app create", "container app", 8), seq("pod hosts", "", 0.1))
-	shimStart := at
-	at += d(0.2)
-	cs := seq("ctr app start", "container app", 0.3)
-	at += d(0.2)
-	run = append(run, trace.Span{Name: "shim", Start: shimStart, Dur: at - shimStart}, cs)
+	run = append(run, seq("pod ns", "RunPodSandbox", 0.3), seq("cgroup", "RunPodSandbox", 1), seq("pause", "RunPodSandbox", 4),
+		seq("pod files", "RunPodSandbox", 0.3), seq("shim", "RunPodSandbox", 3))
+	run = append(run, trace.Span{Name: "RunPodSandbox", Start: sbStart, Dur: at - sbStart},
+		trace.Span{Name: "volumes", Start: sbStart, Dur: d(0.1)}, trace.Span{Name: "ca bundle", Start: sbStart + d(0.1), Dur: d(0.2)})
+	run = append(run, seq("pod hosts", "", 0.1))
+	ccStart := at
+	run = append(run, seq("ctr app rootfs", "CreateContainer app", 1.5), seq("ctr app config", "CreateContainer app", 0.8),
+		seq("ctr app create", "CreateContainer app", 8))
+	run = append(run, trace.Span{Name: "CreateContainer app", Start: ccStart, Dur: at - ccStart})
+	scStart := at
+	run = append(run, seq("ctr app start", "StartContainer app", 0.3))
+	run = append(run, trace.Span{Name: "StartContainer app", Start: scStart, Dur: at - scStart})
 	ready := at + d(0.5) // untimed tail: "other (run)"
 	trace.Sort(run)
 
 	var td []trace.Span
 	at = 0
-	td = append(td, seq("remove containers", "", 3), seq("remove volumes", "", 0.2), seq("stop pause", "", 1), seq("pod ns remove", "", 0.3))
+	td = append(td, seq("stop containers", "", 0.5), seq("remove volumes", "", 0.2))
+	rmStart := at
+	td = append(td, seq("remove containers", "RemovePodSandbox", 3), seq("stop pause", "RemovePodSandbox", 1), seq("pod ns remove", "RemovePodSandbox", 0.3))
 	cniStart = at
 	bd := seq("cni bridge DEL", "cni teardown", 25)
-	td = append(td, trace.Span{Name: "cni teardown", Start: cniStart, Dur: at - cniStart}, bd)
-	td = append(td, seq("netns remove", "", 3), seq("cgroup remove", "", 2), seq("state remove", "", 0.5))
+	td = append(td, trace.Span{Name: "cni teardown", Parent: "RemovePodSandbox", Start: cniStart, Dur: at - cniStart}, bd)
+	td = append(td, seq("netns remove", "RemovePodSandbox", 3), seq("cgroup remove", "RemovePodSandbox", 2), seq("state remove", "RemovePodSandbox", 0.5))
+	td = append(td, trace.Span{Name: "RemovePodSandbox", Start: rmStart, Dur: at - rmStart})
 	teardown := at + d(0.2)
 	trace.Sort(td)
 

@@ -83,7 +83,7 @@ func TestAggregate(t *testing.T) {
 	idx := func(n string) int { return slices.Index(names, n) }
 	for _, pair := range [][2]string{
 		{"parse", "netns"}, {"cni", "cni bridge ADD"}, {"pause", "ctr app rootfs"},
-		{"ctr app create", "shim"}, {"shim", "ctr app start"}, {StageOtherRun, StageWaitExit}, {StageWaitExit, "remove containers"},
+		{"RunPodSandbox", "shim"}, {"shim", "ctr app create"}, {"ctr app create", "ctr app start"}, {StageOtherRun, StageWaitExit}, {StageWaitExit, "remove containers"},
 		{"cni teardown", "cni bridge DEL"}, {"state remove", StageOtherTeardown}, {StageOtherTeardown, StageReady},
 		{StageReady, StageFirstExit}, {StageTeardown, StageCycle},
 	} {
@@ -92,16 +92,18 @@ func TestAggregate(t *testing.T) {
 		}
 	}
 
-	// Nesting: by parent span (cni plugins) and by time (the shim's report
-	// of the container start lies inside "shim"); a virtual parent
-	// ("container app") is no span, so rootfs/config/create are outer.
+	// Nesting: the CRI operations are the outer spans; their stages (the
+	// sandbox's, the containers' rootfs/config/create/start, the
+	// teardown's) are under them, and cni plugins under cni.
 	outer := map[string]bool{}
 	for _, s := range stats {
 		outer[s.Stage] = s.Outer
 	}
 	for n, want := range map[string]bool{
-		"cni": true, "cni bridge ADD": false, "shim": true, "ctr app start": false, "ctr app create": true,
-		"ctr app rootfs": true, "ctr app config": true, "cni teardown": true, "cni bridge DEL": false,
+		"RunPodSandbox": true, "CreateContainer app": true, "StartContainer app": true, "RemovePodSandbox": true,
+		"volumes": true, "pod hosts": true, "stop containers": true, "remove volumes": true,
+		"cni": false, "cni bridge ADD": false, "shim": false, "ctr app start": false, "ctr app create": false,
+		"ctr app rootfs": false, "ctr app config": false, "cni teardown": false, "cni bridge DEL": false,
 		StageOtherRun: true, StageWaitExit: true, StageCycle: false,
 	} {
 		if outer[n] != want {

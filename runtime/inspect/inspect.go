@@ -3,6 +3,7 @@ package inspect
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,6 +11,7 @@ import (
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/runtime"
 	"github.com/podlab/podlab/runtime/inject"
+	"github.com/podlab/podlab/runtime/kubelet"
 )
 
 // Who made a pod, which decides the layers podlab has of it.
@@ -23,10 +25,11 @@ const (
 )
 
 // CreatedBy says who made p. RunPodSandbox gives its pods a long-lived
-// shim and no manifest (the kubelet keeps the PodSpec); `podlab run`
-// records the manifest it ran.
+// shim and no manifest (the kubelet keeps the PodSpec); `podlab run`'s
+// kubelet half sends the manifest it ran as a sandbox annotation (an older
+// `podlab run` recorded it in the pod's record).
 func CreatedBy(p *state.Pod) string {
-	if p.Manifest == "" && p.ShimSocket != "" {
+	if p.Manifest == "" && p.Annotations[kubelet.AnnotationPodManifest] == "" && p.ShimSocket != "" {
 		return CreatorCRI
 	}
 	return CreatorRun
@@ -86,11 +89,15 @@ func (r *Report) DataPath() []string {
 
 // PodManifest decodes the pod as recorded (nil when none is).
 func PodManifest(p *state.Pod) (*corev1.Pod, error) {
-	if p.Manifest == "" {
+	m := p.Manifest
+	if m == "" {
+		m = p.Annotations[kubelet.AnnotationPodManifest]
+	}
+	if m == "" {
 		return nil, nil
 	}
 	var pod corev1.Pod
-	if err := json.Unmarshal([]byte(p.Manifest), &pod); err != nil {
+	if err := json.Unmarshal([]byte(m), &pod); err != nil {
 		return nil, fmt.Errorf("decoding the recorded manifest of pod %s: %w", p.Key(), err)
 	}
 	return &pod, nil
@@ -105,7 +112,7 @@ func Inspect(p *state.Pod, c *state.Container, rules Rules) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	stored, err := runtime.ReadLayers(c.Bundle)
+	stored, err := ReadStored(c.Bundle)
 	if err != nil {
 		return nil, fmt.Errorf("reading the layers of container %s: %w", c.Name, err)
 	}
@@ -113,7 +120,7 @@ func Inspect(p *state.Pod, c *state.Container, rules Rules) (*Report, error) {
 	runtime.RefreshContainer(&cc)
 	r := &Report{
 		Pod: p.Key(), PodID: p.ID, PodDir: PodDirOf(c.Bundle),
-		Container: c.Name, ContainerID: c.ID, Attempt: c.Attempt, Init: c.Init, State: cc.State,
+		Container: c.Name, ContainerID: c.ID, Attempt: c.Attempt, Init: isInit(c), State: cc.State,
 		CreatedBy: CreatedBy(p),
 	}
 	proc, perr := ContainerProcess(c)
@@ -155,7 +162,7 @@ func expectedInjection(rules Rules, p *state.Pod, pod *corev1.Pod, c *state.Cont
 		if pod == nil {
 			return nil, "", nil
 		}
-		inj, err := resolve(rules, pod, c, podDir)
+		inj, err := resolve(rules, pod, c, caBundleOf(p, podDir))
 		return inj, InjectionFromRules, err
 	}
 	if stored != nil && stored.Injection != nil {
@@ -166,12 +173,12 @@ func expectedInjection(rules Rules, p *state.Pod, pod *corev1.Pod, c *state.Cont
 }
 
 // resolve recomputes the injection of c with the current rules.
-func resolve(rules Rules, pod *corev1.Pod, c *state.Container, podDir string) (*inject.Injection, error) {
+func resolve(rules Rules, pod *corev1.Pod, c *state.Container, caBundle string) (*inject.Injection, error) {
 	spec := findContainer(pod, c.Name)
 	if spec == nil {
 		return nil, fmt.Errorf("container %q is not in the recorded manifest", c.Name)
 	}
-	return inject.Resolve(rules.Injection, rules.DevicePlugins, inject.Target{Pod: pod, Container: spec, Init: c.Init}, CABundlePath(podDir))
+	return inject.Resolve(rules.Injection, rules.DevicePlugins, inject.Target{Pod: pod, Container: spec, Init: isInit(c)}, caBundle)
 }
 
 // resolveCRI recomputes the injection of a CRI client's container named
@@ -196,4 +203,46 @@ func resolveCRI(rules Rules, p *state.Pod, name, podDir string) (*inject.Injecti
 // name, namespace and labels from the PodSandboxConfig, no spec.
 func SandboxPod(p *state.Pod) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels}}
+}
+
+// ReadStored reads a container's stored layers. The RunContainerOptions of
+// a container of `podlab run` come with its CRI config, as the kubelet
+// half's annotation (an older `podlab run` stored them in layers.json).
+func ReadStored(bundle string) (*runtime.Layers, error) {
+	l, err := runtime.ReadLayers(bundle)
+	if err != nil || l.Options != nil || len(l.CRI) == 0 {
+		return l, err
+	}
+	var cfg struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	if err := json.Unmarshal(l.CRI, &cfg); err != nil {
+		return nil, fmt.Errorf("%s: layers.json: the CRI config: %w", bundle, err)
+	}
+	if o := cfg.Annotations[kubelet.AnnotationRunContainerOptions]; o != "" {
+		var opts kubelet.RunContainerOptions
+		if err := json.Unmarshal([]byte(o), &opts); err != nil {
+			return nil, fmt.Errorf("%s: annotation %s: %w", bundle, kubelet.AnnotationRunContainerOptions, err)
+		}
+		l.Options = &opts
+	}
+	return l, nil
+}
+
+// isInit reports whether c is an init container: the kubelet half says so
+// in an annotation (an older `podlab run` in the record).
+func isInit(c *state.Container) bool {
+	return c.Init || c.Annotations[kubelet.AnnotationContainerType] == "init"
+}
+
+// caBundleOf is the CA bundle the kubelet point mounts into p's
+// containers: for a pod of `podlab run`, the one the kubelet half linked
+// into its own pod dir (<state dir>/kubelet/pods/<uid>/ca); else the one
+// in the pod's dir (podDir, <state dir>/pods/<id>).
+func caBundleOf(p *state.Pod, podDir string) string {
+	if p.Annotations[kubelet.AnnotationPodManifest] != "" && p.UID != "" {
+		stateDir := filepath.Dir(filepath.Dir(podDir))
+		return filepath.Join(stateDir, "kubelet", "pods", p.UID, "ca", inject.BundleName)
+	}
+	return CABundlePath(podDir)
 }

@@ -22,10 +22,10 @@ import (
 	"github.com/podlab/podlab/internal/manifest"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/testutil"
-	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/runtime"
 	"github.com/podlab/podlab/runtime/config"
 	"github.com/podlab/podlab/runtime/inject"
+	"github.com/podlab/podlab/runtime/kubelet"
 	"github.com/podlab/podlab/test/podtest"
 )
 
@@ -51,14 +51,19 @@ func runPod(t *testing.T, rt *runtime.Runtime, yml string) *state.Pod {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _, err := rt.RunPod(context.Background(), mf, trace.New())
-	if p != nil {
+	k := &kubelet.Kubelet{RT: rt, Config: rt.Config, HostIP: runtime.HostIP}
+	id, _, err := k.RunPod(context.Background(), mf)
+	if id != "" {
 		t.Cleanup(func() {
-			if err := rt.RemovePod(context.Background(), p, 0, trace.New()); err != nil {
+			if err := k.RemovePod(context.Background(), id, 0); err != nil {
 				t.Errorf("removing pod: %v", err)
 			}
 		})
 	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := rt.Sandbox.Store.Get(id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -124,7 +124,7 @@ func verifyContainer(p *state.Pod, pod *corev1.Pod, c *state.Container, rules Ru
 	// checked in its stored layers only, rather than failed.
 	storedOnly := ""
 	switch {
-	case c.Init:
+	case isInit(c):
 		storedOnly = "init container has exited: checked its stored layers only"
 	case cri:
 		checks = append(checks, criState(name, proc, perr))
@@ -143,7 +143,7 @@ func verifyContainer(p *state.Pod, pod *corev1.Pod, c *state.Container, rules Ru
 	if !cri && pod == nil {
 		return append(checks, fail("injection", "no manifest recorded: cannot recompute the rules")...)
 	}
-	stored, err := runtime.ReadLayers(c.Bundle)
+	stored, err := ReadStored(c.Bundle)
 	if err != nil {
 		return append(checks, fail("layers", "reading the stored layers: "+err.Error())...)
 	}
@@ -168,7 +168,11 @@ func verifyContainer(p *state.Pod, pod *corev1.Pod, c *state.Container, rules Ru
 	for _, it := range items {
 		checks = append(checks, checkItem(name, it, layers, stored.Options, want, storedOnly))
 	}
-	return append(checks, checkExcluded(name, rules, inj, items, layers, CABundlePath(podDir), points)...)
+	caBundle := CABundlePath(podDir)
+	if !cri {
+		caBundle = caBundleOf(p, podDir)
+	}
+	return append(checks, checkExcluded(name, rules, inj, items, layers, caBundle, points)...)
 }
 
 // containerLabel names c in verify's checks: its name, and its attempt
@@ -488,7 +492,7 @@ func verifyPause(p *state.Pod, rules Rules) []Check {
 		return []Check{ch}
 	}
 	cfg := rules.Injection.WithDefaults()
-	caBundle := CABundlePath(PodDirOf(firstBundle(p)))
+	caBundle := caBundleOf(p, PodDirOf(firstBundle(p)))
 	var all []Item
 	seen := map[string]bool{}
 	add := func(it Item) {

@@ -1,8 +1,9 @@
 // Package shim is podlab's per-pod monitor, as containerd-shim and conmon
-// are: a detached process that starts the pod's containers, so that their
-// inits are its children. It reports how the containers' start went over a
-// pipe, then copies each container's stdout/stderr into its CRI-format log,
-// records its exit code, and exits when the last container has exited.
+// are: a detached, long-lived process per pod that serves a task API
+// (create, start, stop, kill, delete, state, exec, stats, reopen-log) for
+// any of the pod's containers at any time, so that their inits are its
+// children. It copies each container's stdout/stderr into its CRI-format
+// log and records its exit code; it exits on Shutdown.
 //
 // It runs as its own small binary (cmd/podlab-shim), linking libcontainer
 // and little else: libcontainer re-executes the running binary as every
@@ -25,7 +26,6 @@ import (
 	"time"
 
 	"github.com/podlab/podlab/internal/atomicfile"
-	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
@@ -54,16 +54,6 @@ func writeExit(bundle string, e Exit) error {
 	return atomicfile.WriteFile(filepath.Join(bundle, "exit.json"), data, 0o644)
 }
 
-// Report is what the shim tells `podlab run` once containers are up.
-type Report struct {
-	Started    bool                 `json:"started"` // at least one container ran
-	Error      string               `json:"error,omitempty"`
-	Containers map[string]Container `json:"containers"`
-	// Seal counts how libcontainer sealed the init binary in each start
-	// so far.
-	Seal oci.SealCounts `json:"seal"`
-}
-
 type Container struct {
 	PID        int        `json:"pid"`
 	State      string     `json:"state"` // state.ContainerRunning or state.ContainerExited
@@ -79,78 +69,12 @@ type AbsSpan struct {
 	StartAbs time.Time `json:"startAbs"`
 }
 
-// Request is one message on the control pipe (fd 4) of a shim started
-// ahead of its pod, one JSON object per line. The first names the pod; a
-// request may hand over its first container to create at once (`runc
-// create`), while podlab finishes the sandbox; the last says to start the
-// pod's containers, as recorded by then. A pipe that closes before Start
-// means podlab gave up on the pod: the shim destroys the container it
-// created and exits.
-type Request struct {
-	Pod    string           `json:"pod,omitempty"`
-	Create *state.Container `json:"create,omitempty"`
-	Start  bool             `json:"start,omitempty"`
-}
-
-// Serve follows the control pipe's requests and runs the pod they name,
-// reporting on status. A pipe closed before any request, or
-// before Start, is not an error: the pod was never made.
-func (s *Shim) Serve(control io.Reader, status *os.File) error {
-	dec := json.NewDecoder(control)
-	var (
-		podID  string
-		pre    *started
-		preErr error
-	)
-	go oci.WarmJSON(&Request{}, &state.Container{})
-	for {
-		var req Request
-		if err := dec.Decode(&req); err != nil {
-			if pre != nil {
-				pre.destroy()
-			}
-			if errors.Is(err, io.EOF) {
-				err = nil
-			}
-			return err
-		}
-		if podID == "" {
-			if req.Pod == "" {
-				return errors.New("first request names no pod")
-			}
-			podID = req.Pod
-			if err := s.logToPod(podID); err != nil {
-				return err
-			}
-		}
-		if req.Create != nil && pre == nil && preErr == nil {
-			pre, preErr = s.create(*req.Create)
-		}
-		if req.Start {
-			break
-		}
-	}
-	if preErr != nil {
-		report(status, &Report{Error: preErr.Error(), Seal: s.seal()})
-		return nil
-	}
-	return s.Run(podID, status, pre)
-}
-
 // seal is the sealing decisions seen so far (none without a watch).
 func (s *Shim) seal() oci.SealCounts {
 	if s.Seal == nil {
 		return oci.SealCounts{}
 	}
 	return s.Seal.Counts()
-}
-
-// report writes rep, the shim's one answer, to the status pipe (fd 3) and
-// closes it.
-func report(status *os.File, rep *Report) {
-	data, _ := json.Marshal(rep)
-	status.Write(append(data, '\n'))
-	status.Close()
 }
 
 // logToPod sends the shim's stdout and stderr to the pod's shim.log.
@@ -165,65 +89,6 @@ func (s *Shim) logToPod(podID string) error {
 			return err
 		}
 	}
-	return nil
-}
-
-// Run starts pod podID's containers and reports on status. pre, if set, is
-// one of them, already created.
-func (s *Shim) Run(podID string, status *os.File, pre *started) error {
-	p, err := s.Store.Get(podID)
-	if err != nil {
-		if pre != nil {
-			pre.destroy()
-		}
-		return err
-	}
-	rep := &Report{Containers: map[string]Container{}}
-	var wg sync.WaitGroup
-	for _, c := range p.Containers {
-		run := pre
-		if run != nil && run.id == c.ID {
-			pre = nil
-		} else if run, err = s.create(c); err != nil {
-			rep.Error = err.Error()
-			break
-		}
-		sc, err := run.start()
-		if err != nil {
-			rep.Error = err.Error()
-			break
-		}
-		rep.Started = true
-		if err := failpoint.Hit("shim-after-ctr-" + c.Name + "-start"); err != nil {
-			rep.Error = err.Error()
-			rep.Containers[c.ID] = sc
-			wg.Add(1)
-			go func() { defer wg.Done(); run.wait() }()
-			break
-		}
-		if c.Init {
-			// Init containers run one at a time, each to completion.
-			code := run.wait()
-			now := time.Now().UTC()
-			sc.State, sc.ExitCode, sc.FinishedAt = state.ContainerExited, &code, &now
-			rep.Containers[c.ID] = sc
-			if code != 0 {
-				rep.Error = fmt.Sprintf("init container %q exited with code %d", c.Name, code)
-				break
-			}
-			continue
-		}
-		rep.Containers[c.ID] = sc
-		wg.Add(1)
-		go func() { defer wg.Done(); run.wait() }()
-	}
-	if pre != nil {
-		// Created ahead but not started (an earlier container failed).
-		pre.destroy()
-	}
-	rep.Seal = s.seal()
-	report(status, rep)
-	wg.Wait()
 	return nil
 }
 
@@ -313,28 +178,6 @@ func (r *started) start() (Container, error) {
 	r.spans = append(r.spans, span(r.name, "start", t0, dur))
 	started := t0.UTC()
 	return Container{PID: proc.Pid, State: state.ContainerRunning, StartedAt: &started, Spans: r.spans}, nil
-}
-
-// destroy ends a created container that will not start.
-func (r *started) destroy() {
-	if err := r.created.Destroy(); err != nil {
-		fmt.Fprintf(os.Stderr, "podlab-shim: destroying container %q: %v\n", r.name, err)
-	}
-	r.pumps.Wait()
-	r.log.close()
-}
-
-// wait waits for the container's exit and its logs to drain, then records
-// the exit code next to the bundle.
-func (r *started) wait() int {
-	code, err := r.proc.Wait()
-	if err != nil && code < 0 {
-		code = 255
-	}
-	r.pumps.Wait()
-	r.log.close()
-	writeExit(r.bundle, Exit{ExitCode: code, FinishedAt: time.Now().UTC()})
-	return code
 }
 
 // criLogWriter writes lines in the CRI log format the kubelet reads:
@@ -427,17 +270,13 @@ func Main(args []string) int {
 	fs := flag.NewFlagSet("podlab-shim", flag.ContinueOnError)
 	stateDir := fs.String("state-dir", "", "podlab state directory")
 	ociRoot := fs.String("oci-root", "", "libcontainer state directory")
-	podID := fs.String("pod", "", "pod id (default: read from fd 4)")
-	serve := fs.String("serve", "", "serve the task API on this unix socket until Shutdown (needs --pod)")
+	podID := fs.String("pod", "", "pod id")
+	serve := fs.String("serve", "", "serve the task API on this unix socket until Shutdown")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *stateDir == "" || *ociRoot == "" {
-		fmt.Fprintln(os.Stderr, "podlab-shim: --state-dir and --oci-root are required")
-		return 2
-	}
-	if *serve != "" && *podID == "" {
-		fmt.Fprintln(os.Stderr, "podlab-shim: --serve needs --pod")
+	if *stateDir == "" || *ociRoot == "" || *podID == "" || *serve == "" {
+		fmt.Fprintln(os.Stderr, "podlab-shim: --state-dir, --oci-root, --pod and --serve are required")
 		return 2
 	}
 	// Signals meant for the terminal or session that ran podlab are not ours.
@@ -446,23 +285,12 @@ func Main(args []string) int {
 		status := os.NewFile(3, "status")
 		store, err := state.Open(*stateDir)
 		if err != nil {
-			if *serve != "" {
-				status.WriteString(err.Error() + "\n")
-				status.Close()
-			}
+			status.WriteString(err.Error() + "\n")
+			status.Close()
 			return err
 		}
-		if *serve != "" {
-			s := &Shim{Store: store, OCI: &oci.Runtime{Root: *ociRoot}}
-			return s.ServeTasks(*podID, *serve, status)
-		}
 		s := &Shim{Store: store, OCI: &oci.Runtime{Root: *ociRoot}, Seal: oci.WatchSeal()}
-		if *podID != "" {
-			return s.Run(*podID, status, nil)
-		}
-		control := os.NewFile(4, "control")
-		defer control.Close()
-		return s.Serve(control, status)
+		return s.ServeTasks(*podID, *serve, status)
 	}()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "podlab-shim:", err)

@@ -36,6 +36,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/podlab/podlab/internal/errdefs"
+	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
@@ -69,6 +70,10 @@ type CreateRequest struct {
 
 type CreateResponse struct {
 	PID int `json:"pid"` // the init, waiting for Start
+	// Seal is how libcontainer sealed the init binary for this container
+	// (its init is exec'd at create), as the shim's watch saw it; creates
+	// that overlap in one shim may see each other's.
+	Seal oci.SealCounts `json:"seal"`
 }
 
 // IDRequest names one container of the pod.
@@ -347,6 +352,7 @@ func (t *taskService) Create(req *CreateRequest, resp *CreateResponse) error {
 	t.mu.Unlock()
 
 	var run *started
+	sealBefore := t.shim.seal()
 	err := t.spawning(func() error {
 		var err error
 		run, err = t.shim.create(state.Container{ID: req.ID, Name: name, Bundle: req.Bundle, LogPath: req.LogPath})
@@ -363,6 +369,7 @@ func (t *taskService) Create(req *CreateRequest, resp *CreateResponse) error {
 	c.status, c.run, c.pid = StatusCreated, run, run.created.Pid
 	c.mu.Unlock()
 	resp.PID = run.created.Pid
+	resp.Seal = t.shim.seal().Minus(sealBefore)
 	return nil
 }
 
@@ -394,6 +401,11 @@ func (t *taskService) Start(req *IDRequest, resp *StartResponse) error {
 	c.status, c.pid, c.startedAt = StatusRunning, sc.PID, *sc.StartedAt
 	c.mu.Unlock()
 	go t.waitExit(c, run)
+	// The container runs: a failure here leaves it running, for the
+	// caller's rollback to stop.
+	if err := failpoint.Hit("shim-after-ctr-" + c.name + "-start"); err != nil {
+		return answer(err)
+	}
 	resp.PID, resp.StartedAt = sc.PID, *sc.StartedAt
 	return nil
 }

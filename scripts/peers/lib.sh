@@ -44,18 +44,20 @@ ratio_le() {
 
 # parse_stage_table PHASE ROUND < podlab's stage table (trace.WriteTable:
 # "STAGE START DURATION WATERFALL", durations in ms, child stages indented
-# by two spaces): "round<TAB>phase/stage<TAB>µs" lines, children as
-# "parent › child".
+# by two spaces per level): "round<TAB>phase/stage<TAB>µs" lines, children
+# as "parent › child" (the immediate parent: "cni › cni bridge ADD" also
+# where cni is itself under RunPodSandbox).
 parse_stage_table() {
   awk -v phase="$1" -v round="$2" -v OFS='\t' '
     NR == 1 && $1 == "STAGE" { next }
     {
       if (!match($0, /[ ]+[0-9.]+ms[ ]+[0-9.]+ms/)) next
       name = substr($0, 1, RSTART - 1); rest = substr($0, RSTART, RLENGTH)
-      child = (name ~ /^  /)
+      match(name, /^ */); depth = int(RLENGTH / 2)
       sub(/^ +/, "", name); sub(/ +$/, "", name)
       split(rest, f, " "); d = f[2]; sub(/ms$/, "", d)
-      if (child) name = parent " › " name; else parent = name
+      stack[depth] = name
+      if (depth > 0) name = stack[depth - 1] " › " name
       printf "%s\t%s/%s\t%d\n", round, phase, name, d * 1000 + 0.5
     }'
 }

@@ -110,6 +110,9 @@ func noState(t *testing.T) {
 	if len(ents) != 0 {
 		t.Errorf("state left behind: %d pod dirs", len(ents))
 	}
+	if kp, _ := os.ReadDir(filepath.Join(stateDir, "kubelet", "pods")); len(kp) != 0 {
+		t.Errorf("state left behind: %d kubelet pod dirs", len(kp))
+	}
 	if names, _ := os.ReadDir(filepath.Join(stateDir, "names")); len(names) != 0 {
 		t.Errorf("state left behind: %d pod name reservations", len(names))
 	}

@@ -1,0 +1,264 @@
+package kubelet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podlab/podlab/internal/manifest"
+	"github.com/podlab/podlab/runtime/config"
+	"github.com/podlab/podlab/runtime/env"
+)
+
+// fakeRuntime records the CRI calls the kubelet half makes; no root needed.
+type fakeRuntime struct {
+	mu       sync.Mutex
+	calls    []string
+	failOn   string // a call (as recorded) to fail
+	exitCode int32  // of every container, once started
+	configs  map[string]*runtimeapi.ContainerConfig
+	sandbox  *runtimeapi.PodSandboxConfig
+	removed  bool
+}
+
+func (f *fakeRuntime) call(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, name)
+	if name == f.failOn {
+		return errors.New("fake failure: " + name)
+	}
+	return nil
+}
+
+func (f *fakeRuntime) RunPodSandbox(_ context.Context, r *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
+	f.sandbox = r.Config
+	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: "sb"}, f.call("RunPodSandbox")
+}
+
+func (f *fakeRuntime) PodSandboxStatus(context.Context, *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
+	st := &runtimeapi.PodSandboxStatus{Id: "sb", Metadata: f.sandbox.Metadata, Annotations: f.sandbox.Annotations, Network: &runtimeapi.PodSandboxNetworkStatus{Ip: "10.77.0.9"}}
+	return &runtimeapi.PodSandboxStatusResponse{Status: st}, nil
+}
+
+func (f *fakeRuntime) ListPodSandbox(context.Context, *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+	return &runtimeapi.ListPodSandboxResponse{}, nil
+}
+
+func (f *fakeRuntime) StopPodSandbox(context.Context, *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
+	return &runtimeapi.StopPodSandboxResponse{}, f.call("StopPodSandbox")
+}
+
+func (f *fakeRuntime) RemovePodSandbox(context.Context, *runtimeapi.RemovePodSandboxRequest) (*runtimeapi.RemovePodSandboxResponse, error) {
+	f.removed = true
+	return &runtimeapi.RemovePodSandboxResponse{}, f.call("RemovePodSandbox")
+}
+
+func (f *fakeRuntime) CreateContainer(_ context.Context, r *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
+	name := r.Config.Metadata.Name
+	if f.configs == nil {
+		f.configs = map[string]*runtimeapi.ContainerConfig{}
+	}
+	f.configs[name] = r.Config
+	return &runtimeapi.CreateContainerResponse{ContainerId: name}, f.call("CreateContainer " + name)
+}
+
+func (f *fakeRuntime) StartContainer(_ context.Context, r *runtimeapi.StartContainerRequest) (*runtimeapi.StartContainerResponse, error) {
+	return &runtimeapi.StartContainerResponse{}, f.call("StartContainer " + r.ContainerId)
+}
+
+func (f *fakeRuntime) ContainerStatus(_ context.Context, r *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
+	return &runtimeapi.ContainerStatusResponse{Status: &runtimeapi.ContainerStatus{Id: r.ContainerId, State: runtimeapi.ContainerState_CONTAINER_EXITED, ExitCode: f.exitCode}}, nil
+}
+
+func (f *fakeRuntime) StopContainer(_ context.Context, r *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
+	return &runtimeapi.StopContainerResponse{}, f.call("StopContainer " + r.ContainerId)
+}
+
+func (f *fakeRuntime) RemoveContainer(context.Context, *runtimeapi.RemoveContainerRequest) (*runtimeapi.RemoveContainerResponse, error) {
+	return &runtimeapi.RemoveContainerResponse{}, nil
+}
+
+func (f *fakeRuntime) ListContainers(context.Context, *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
+	return &runtimeapi.ListContainersResponse{}, nil
+}
+
+func (f *fakeRuntime) ExecSync(context.Context, *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
+	return &runtimeapi.ExecSyncResponse{}, nil
+}
+
+func (f *fakeRuntime) ImageStatus(_ context.Context, r *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
+	if r.Image.Image != "busybox" {
+		return &runtimeapi.ImageStatusResponse{}, nil
+	}
+	info, _ := json.Marshal(map[string]any{"config": map[string]any{"Env": []string{"PATH=/bin", "FROM_IMAGE=1"}}})
+	return &runtimeapi.ImageStatusResponse{Image: &runtimeapi.Image{Id: "sha256:b", RepoTags: []string{"busybox:latest"}}, Info: map[string]string{"info": string(info)}}, nil
+}
+
+func (f *fakeRuntime) ListImages(context.Context, *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
+	return &runtimeapi.ListImagesResponse{Images: []*runtimeapi.Image{{RepoTags: []string{"busybox:latest"}}}}, nil
+}
+
+const testPod = `apiVersion: v1
+kind: Pod
+metadata: {name: web, labels: {app: web}}
+spec:
+  terminationGracePeriodSeconds: 3
+  initContainers:
+  - {name: setup, image: busybox, command: ["true"]}
+  containers:
+  - name: app
+    image: busybox
+    command: ["sh", "-c", "echo $(GREETING)"]
+    env:
+    - {name: GREETING, value: hi}
+    - name: POD_IP
+      valueFrom: {fieldRef: {fieldPath: status.podIP}}
+  - {name: side, image: busybox}
+`
+
+func newTestKubelet(t *testing.T, rt *fakeRuntime) *Kubelet {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := &config.Config{StateDir: filepath.Join(dir, "state"), LogDir: filepath.Join(dir, "logs"), StopGracePeriodSeconds: 30, EnvPolicy: env.PolicyKubelet}
+	return &Kubelet{RT: rt, Config: cfg, NodeName: "node"}
+}
+
+func parse(t *testing.T, yml string) *manifest.Manifest {
+	t.Helper()
+	mf, err := manifest.Parse([]byte(yml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mf
+}
+
+// SyncPod's order: the sandbox, then each init container created, started
+// and waited for, then the app containers created, then started.
+func TestRunPodCallsInKubeletOrder(t *testing.T) {
+	rt := &fakeRuntime{}
+	k := newTestKubelet(t, rt)
+	mf := parse(t, testPod)
+	id, _, err := k.RunPod(context.Background(), mf)
+	if err != nil || id != "sb" {
+		t.Fatalf("RunPod = %q, %v", id, err)
+	}
+	want := []string{"RunPodSandbox", "CreateContainer setup", "StartContainer setup", "CreateContainer app", "CreateContainer side", "StartContainer app", "StartContainer side"}
+	if !slices.Equal(rt.calls, want) {
+		t.Errorf("calls %q, want %q", rt.calls, want)
+	}
+	sb := rt.sandbox
+	if sb.Labels["io.kubernetes.pod.name"] != "web" || sb.Labels["app"] != "web" || sb.Labels["io.kubernetes.pod.uid"] != string(mf.Pod.UID) {
+		t.Errorf("sandbox labels %v", sb.Labels)
+	}
+	if sb.LogDirectory != filepath.Join(k.Config.LogDir, "default_web_"+string(mf.Pod.UID)) {
+		t.Errorf("log_directory %s", sb.LogDirectory)
+	}
+	if sb.Annotations[AnnotationPodManifest] == "" {
+		t.Error("the Pod does not travel with the sandbox")
+	}
+	app := rt.configs["app"]
+	envs := map[string]string{}
+	for _, kv := range app.Envs {
+		envs[kv.Key] = string(kv.Value)
+	}
+	if envs["POD_IP"] != "10.77.0.9" || envs["GREETING"] != "hi" || envs["FROM_IMAGE"] != "" {
+		t.Errorf("app envs %v: want the pod IP from PodSandboxStatus, no image env (the runtime's)", envs)
+	}
+	if got := strings.Join(append(app.Command, app.Args...), " "); !strings.Contains(got, "echo hi") {
+		t.Errorf("app command %q: $(GREETING) not expanded", got)
+	}
+	if app.LogPath != "app/0.log" || app.Annotations[AnnotationContainerType] != "app" || rt.configs["setup"].Annotations[AnnotationContainerType] != "init" {
+		t.Errorf("log path %q, annotations %v", app.LogPath, app.Annotations)
+	}
+	var opts RunContainerOptions
+	if err := json.Unmarshal([]byte(app.Annotations[AnnotationRunContainerOptions]), &opts); err != nil {
+		t.Fatalf("options annotation: %v", err)
+	}
+	hosts := ""
+	for _, m := range app.Mounts {
+		if m.ContainerPath == "/etc/hosts" {
+			hosts = m.HostPath
+		}
+	}
+	data, err := os.ReadFile(hosts)
+	if err != nil || !strings.Contains(string(data), "10.77.0.9\tweb\n") {
+		t.Errorf("kubelet /etc/hosts %s: %q, %v", hosts, data, err)
+	}
+	if st, ok, _ := k.Status(string(mf.Pod.UID)); !ok || st.Phase != PhaseRunning {
+		t.Errorf("status %+v", st)
+	}
+}
+
+// Bad input changes nothing: an unknown image is found before any call
+// with a side effect, and the error lists the images there are.
+func TestRunPodUnknownImageCallsNothing(t *testing.T) {
+	rt := &fakeRuntime{}
+	k := newTestKubelet(t, rt)
+	_, _, err := k.RunPod(context.Background(), parse(t, strings.Replace(testPod, "{name: side, image: busybox}", "{name: side, image: ghost}", 1)))
+	if err == nil || !strings.Contains(err.Error(), `image "ghost" not found; the store holds: busybox:latest`) {
+		t.Fatalf("RunPod = %v", err)
+	}
+	if len(rt.calls) != 0 {
+		t.Errorf("calls %q, want none", rt.calls)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(k.Config.StateDir, "kubelet", "pods")); len(ents) != 0 {
+		t.Errorf("%d kubelet pod dirs left", len(ents))
+	}
+}
+
+// A failure before any container of the pod's could fail rolls it all
+// back; an init container that exits non-zero leaves the pod Failed.
+func TestRunPodRollbackAndFailedInit(t *testing.T) {
+	rt := &fakeRuntime{failOn: "CreateContainer side"}
+	k := newTestKubelet(t, rt)
+	mf := parse(t, testPod)
+	id, _, err := k.RunPod(context.Background(), mf)
+	if err == nil || id != "" || !rt.removed {
+		t.Fatalf("RunPod = %q, %v; sandbox removed %v", id, err, rt.removed)
+	}
+	if _, err := os.Stat(k.PodDir(string(mf.Pod.UID))); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("kubelet pod dir left: %v", err)
+	}
+
+	rt = &fakeRuntime{exitCode: 3}
+	k = newTestKubelet(t, rt)
+	mf = parse(t, testPod)
+	id, _, err = k.RunPod(context.Background(), mf)
+	if id != "sb" || err == nil || !strings.Contains(err.Error(), `init container "setup" exited with code 3`) || rt.removed {
+		t.Fatalf("RunPod = %q, %v; sandbox removed %v", id, err, rt.removed)
+	}
+	if slices.Contains(rt.calls, "CreateContainer app") {
+		t.Errorf("app created after a failed init: %q", rt.calls)
+	}
+	if st, ok, _ := k.Status(string(mf.Pod.UID)); !ok || st.Phase != PhaseFailed {
+		t.Errorf("status %+v, want Failed", st)
+	}
+}
+
+// Two pods with one uid (a manifest that sets it, run twice) do not share
+// the kubelet's pod dir: the second is refused, and its rollback leaves the
+// first's alone.
+func TestRunPodSameUIDRefused(t *testing.T) {
+	rt := &fakeRuntime{}
+	k := newTestKubelet(t, rt)
+	yml := strings.Replace(testPod, "metadata: {name: web,", "metadata: {name: web, uid: 11111111-2222-3333-4444-555555555555,", 1)
+	if _, _, err := k.RunPod(context.Background(), parse(t, yml)); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := k.RunPod(context.Background(), parse(t, strings.Replace(yml, "name: web,", "name: web2,", 1)))
+	if err == nil || !strings.Contains(err.Error(), "metadata.uid 11111111-2222-3333-4444-555555555555 is another pod's") {
+		t.Fatalf("second RunPod = %v", err)
+	}
+	if st, ok, _ := k.Status("11111111-2222-3333-4444-555555555555"); !ok || st.Phase != PhaseRunning || st.Name != "web" {
+		t.Errorf("first pod's status %+v after the second's rollback", st)
+	}
+}

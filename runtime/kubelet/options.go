@@ -1,0 +1,212 @@
+package kubelet
+
+import (
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podlab/podlab/runtime/env"
+	"github.com/podlab/podlab/runtime/inject"
+)
+
+// Mount sources, for RunContainerOptions.
+const (
+	MountFromVolume       = "volume"
+	MountFromDevicePlugin = "device-plugin"
+	MountFromPlatform     = "platform"
+	MountFromPod          = "pod" // /etc/hosts, /etc/hostname, /etc/resolv.conf
+)
+
+// RunContainerOptions is the kubelet's GenerateRunContainerOptions result:
+// what the kubelet hands to the CRI call for one container.
+type RunContainerOptions struct {
+	Envs      []env.Var       `json:"envs"`
+	Mounts    []Mount         `json:"mounts"`
+	Devices   []inject.Device `json:"devices,omitempty"`
+	Command   []string        `json:"command,omitempty"` // after $(VAR) expansion
+	Args      []string        `json:"args,omitempty"`
+	Overrides []env.Override  `json:"overrides,omitempty"`
+	Skipped   []string        `json:"skippedEnv,omitempty"`
+}
+
+// Mount is one mount of RunContainerOptions, with where it came from.
+type Mount struct {
+	ContainerPath string `json:"containerPath"`
+	HostPath      string `json:"hostPath"`
+	ReadOnly      bool   `json:"readOnly"`
+	Source        string `json:"source"`
+	Origin        string `json:"origin"` // volume name, device resource, rule name, file
+}
+
+// Input is everything one container's layers are built from.
+type Input struct {
+	Pod       *corev1.Pod
+	Container *corev1.Container
+	Init      bool
+	EnvInput  env.Input
+	Inject    *inject.Injection
+	Volumes   []specs.Mount // from volume.PodVolumes.Mounts
+	PodFiles  []Mount       // the kubelet-managed /etc/hosts
+	LogPath   string        // relative to the sandbox's log_directory
+}
+
+// BuildOptions is the kubelet layer: the container's envs (every source,
+// merged under the env policy), mounts (volumes, device plugins, kubelet-point
+// rules, the kubelet's /etc/hosts) and devices.
+func BuildOptions(in Input) (*RunContainerOptions, error) {
+	ei := in.EnvInput
+	ei.DevicePlugin = in.Inject.DeviceEnv
+	ei.Platform = in.Inject.KubeletEnv
+	res, err := env.Build(ei)
+	if err != nil {
+		return nil, err
+	}
+	o := &RunContainerOptions{Envs: res.Env, Overrides: res.Overrides, Skipped: res.Skipped}
+	// The kubelet leaves image envs to the runtime: drop them from this layer.
+	o.Envs = withoutSource(o.Envs, env.SourceImage)
+	o.Command, o.Args = env.ExpandCommand(in.Container, res.Env)
+	for _, m := range in.Volumes {
+		o.Mounts = append(o.Mounts, Mount{ContainerPath: m.Destination, HostPath: m.Source, ReadOnly: hasOpt(m.Options, "ro"), Source: MountFromVolume, Origin: volumeName(in.Container, m.Destination)})
+	}
+	for _, m := range in.Inject.DeviceMounts {
+		o.Mounts = append(o.Mounts, Mount{m.ContainerPath, m.HostPath, m.ReadOnly, MountFromDevicePlugin, ""})
+	}
+	for _, m := range in.Inject.KubeletMounts {
+		o.Mounts = append(o.Mounts, Mount{m.ContainerPath, m.HostPath, m.ReadOnly, MountFromPlatform, ""})
+	}
+	o.Mounts = append(o.Mounts, in.PodFiles...)
+	o.Devices = in.Inject.Devices
+	return o, nil
+}
+
+func withoutSource(vars []env.Var, source string) []env.Var {
+	out := vars[:0:0]
+	for _, v := range vars {
+		if v.Source != source {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func volumeName(c *corev1.Container, dest string) string {
+	for _, vm := range c.VolumeMounts {
+		if vm.MountPath == dest {
+			return vm.Name
+		}
+	}
+	return ""
+}
+
+func hasOpt(opts []string, o string) bool {
+	for _, x := range opts {
+		if x == o {
+			return true
+		}
+	}
+	return false
+}
+
+// BuildCRI is the CRI layer: the ContainerConfig the kubelet sends in
+// CreateContainer, built from RunContainerOptions as kuberuntime's
+// generateContainerConfig does.
+func BuildCRI(in Input, o *RunContainerOptions, ns *runtimeapi.NamespaceOption) *runtimeapi.ContainerConfig {
+	c := in.Container
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata:   &runtimeapi.ContainerMetadata{Name: c.Name},
+		Image:      &runtimeapi.ImageSpec{Image: c.Image},
+		Command:    o.Command,
+		Args:       o.Args,
+		WorkingDir: c.WorkingDir,
+		Labels: map[string]string{
+			"io.kubernetes.pod.name":       in.Pod.Name,
+			"io.kubernetes.pod.namespace":  in.Pod.Namespace,
+			"io.kubernetes.pod.uid":        string(in.Pod.UID),
+			"io.kubernetes.container.name": c.Name,
+		},
+		LogPath: in.LogPath,
+	}
+	for _, v := range o.Envs {
+		cfg.Envs = append(cfg.Envs, &runtimeapi.KeyValue{Key: v.Name, Value: []byte(v.Value)})
+	}
+	for _, m := range o.Mounts {
+		cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: m.ContainerPath, HostPath: m.HostPath, Readonly: m.ReadOnly})
+	}
+	for _, d := range o.Devices {
+		cfg.Devices = append(cfg.Devices, &runtimeapi.Device{ContainerPath: d.ContainerPath, HostPath: d.HostPath, Permissions: d.Permissions})
+	}
+	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: ns, NoNewPrivs: true}
+	applySecurityContext(sc, in.Pod.Spec.SecurityContext, c.SecurityContext)
+	res := &runtimeapi.LinuxContainerResources{}
+	if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
+		res.CpuPeriod = 100000
+		res.CpuQuota = q.MilliValue() * 100000 / 1000
+	}
+	if q, ok := c.Resources.Requests[corev1.ResourceCPU]; ok {
+		res.CpuShares = milliCPUToShares(q.MilliValue())
+	} else if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
+		res.CpuShares = milliCPUToShares(q.MilliValue())
+	}
+	if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+		res.MemoryLimitInBytes = q.Value()
+	}
+	cfg.Linux = &runtimeapi.LinuxContainerConfig{Resources: res, SecurityContext: sc}
+	return cfg
+}
+
+// milliCPUToShares is the kubelet's conversion (2 shares minimum).
+func milliCPUToShares(milli int64) int64 {
+	if milli == 0 {
+		return 2
+	}
+	shares := milli * 1024 / 1000
+	if shares < 2 {
+		return 2
+	}
+	return shares
+}
+
+// applySecurityContext merges the pod's and the container's security
+// context (the container's wins), as the kubelet's determineEffectiveSecurityContext does.
+func applySecurityContext(sc *runtimeapi.LinuxContainerSecurityContext, pod *corev1.PodSecurityContext, c *corev1.SecurityContext) {
+	if pod != nil {
+		if pod.RunAsUser != nil {
+			sc.RunAsUser = &runtimeapi.Int64Value{Value: *pod.RunAsUser}
+		}
+		if pod.RunAsGroup != nil {
+			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *pod.RunAsGroup}
+		}
+		sc.SupplementalGroups = append(sc.SupplementalGroups, pod.SupplementalGroups...)
+		if pod.FSGroup != nil {
+			sc.SupplementalGroups = append(sc.SupplementalGroups, *pod.FSGroup)
+		}
+	}
+	if c == nil {
+		return
+	}
+	if c.RunAsUser != nil {
+		sc.RunAsUser = &runtimeapi.Int64Value{Value: *c.RunAsUser}
+	}
+	if c.RunAsGroup != nil {
+		sc.RunAsGroup = &runtimeapi.Int64Value{Value: *c.RunAsGroup}
+	}
+	if c.ReadOnlyRootFilesystem != nil {
+		sc.ReadonlyRootfs = *c.ReadOnlyRootFilesystem
+	}
+	if c.Privileged != nil {
+		sc.Privileged = *c.Privileged
+	}
+	// podlab hardens by default: no_new_privs unless escalation is asked for.
+	if c.AllowPrivilegeEscalation != nil && *c.AllowPrivilegeEscalation || sc.Privileged {
+		sc.NoNewPrivs = false
+	}
+	if c.Capabilities != nil {
+		sc.Capabilities = &runtimeapi.Capability{}
+		for _, a := range c.Capabilities.Add {
+			sc.Capabilities.AddCapabilities = append(sc.Capabilities.AddCapabilities, string(a))
+		}
+		for _, d := range c.Capabilities.Drop {
+			sc.Capabilities.DropCapabilities = append(sc.Capabilities.DropCapabilities, string(d))
+		}
+	}
+}
