@@ -23,7 +23,7 @@ import (
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/inject"
-	"github.com/podlab/podlab/runtime/kubelet"
+	"github.com/podlab/podlab/runtime/kubecontainer"
 	"github.com/podlab/podlab/runtime/shim"
 )
 
@@ -254,7 +254,7 @@ func (r *Runtime) runtimeInjection(p *state.Pod, name string, init bool) (*injec
 // container (podlab's kubelet half does, in an annotation): the CRI has no
 // such notion, but injection rules exclude init containers by default.
 func isInitContainer(cfg *runtimeapi.ContainerConfig) bool {
-	return cfg.Annotations[kubelet.AnnotationContainerType] == "init"
+	return cfg.Annotations[kubecontainer.AnnotationContainerType] == "init"
 }
 
 // podCABundle is the CA bundle RunPodSandbox linked into the pod's dir.

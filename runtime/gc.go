@@ -151,6 +151,7 @@ func (r *Runtime) reconcileContainers(p *state.Pod) (done []string, err error) {
 	changed := false
 	for i := range p.Containers {
 		c := &p.Containers[i]
+		RefreshContainer(c) // an exit the shim recorded is no news: every read sees it
 		before := *c
 		r.refreshTask(p, c, &client)
 		if c.State != before.State || c.PID != before.PID {
