@@ -19,7 +19,7 @@ import (
 
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/inject"
-	"github.com/podlab/podlab/runtime/kubelet"
+	"github.com/podlab/podlab/runtime/kubecontainer"
 )
 
 func nsMode(host bool) runtimeapi.NamespaceMode {
@@ -297,14 +297,14 @@ func resolveUser(rootfsPath, imageUser string, sc *runtimeapi.LinuxContainerSecu
 // The kubelet layer's types: layers.json of a pod made by an older
 // `podlab run` stored them, and inspect reads them.
 type (
-	RunContainerOptions = kubelet.RunContainerOptions
-	Mount               = kubelet.Mount
+	RunContainerOptions = kubecontainer.RunContainerOptions
+	Mount               = kubecontainer.Mount
 )
 
 // Mount sources, for RunContainerOptions.
 const (
-	MountFromVolume       = kubelet.MountFromVolume
-	MountFromDevicePlugin = kubelet.MountFromDevicePlugin
-	MountFromPlatform     = kubelet.MountFromPlatform
-	MountFromPod          = kubelet.MountFromPod
+	MountFromVolume       = kubecontainer.MountFromVolume
+	MountFromDevicePlugin = kubecontainer.MountFromDevicePlugin
+	MountFromPlatform     = kubecontainer.MountFromPlatform
+	MountFromPod          = kubecontainer.MountFromPod
 )

@@ -29,6 +29,7 @@ import (
 	"github.com/podlab/podlab/runtime/config"
 	"github.com/podlab/podlab/runtime/env"
 	"github.com/podlab/podlab/runtime/inject"
+	"github.com/podlab/podlab/runtime/kubecontainer"
 	"github.com/podlab/podlab/runtime/volume"
 )
 
@@ -52,16 +53,11 @@ type Runtime interface {
 	ListImages(context.Context, *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error)
 }
 
-// Annotations through which the kubelet half's layers reach the runtime's
-// records, where `podlab inspect` reads them.
+// The annotations the kubelet half writes (see kubecontainer).
 const (
-	// AnnotationPodManifest, on the sandbox, is the Pod as JSON.
-	AnnotationPodManifest = "podlab.io/pod-manifest"
-	// AnnotationRunContainerOptions, on a container, is its
-	// RunContainerOptions as JSON.
-	AnnotationRunContainerOptions = "podlab.io/run-container-options"
-	// AnnotationContainerType, on a container, is "init" or "app".
-	AnnotationContainerType = "podlab.io/container-type"
+	AnnotationPodManifest         = kubecontainer.AnnotationPodManifest
+	AnnotationRunContainerOptions = kubecontainer.AnnotationRunContainerOptions
+	AnnotationContainerType       = kubecontainer.AnnotationContainerType
 )
 
 // Kubelet runs pods through a CRI runtime.

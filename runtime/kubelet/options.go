@@ -7,36 +7,22 @@ import (
 
 	"github.com/podlab/podlab/runtime/env"
 	"github.com/podlab/podlab/runtime/inject"
+	"github.com/podlab/podlab/runtime/kubecontainer"
+)
+
+// The kubelet layer's types, shared with the runtime and inspect.
+type (
+	RunContainerOptions = kubecontainer.RunContainerOptions
+	Mount               = kubecontainer.Mount
 )
 
 // Mount sources, for RunContainerOptions.
 const (
-	MountFromVolume       = "volume"
-	MountFromDevicePlugin = "device-plugin"
-	MountFromPlatform     = "platform"
-	MountFromPod          = "pod" // /etc/hosts, /etc/hostname, /etc/resolv.conf
+	MountFromVolume       = kubecontainer.MountFromVolume
+	MountFromDevicePlugin = kubecontainer.MountFromDevicePlugin
+	MountFromPlatform     = kubecontainer.MountFromPlatform
+	MountFromPod          = kubecontainer.MountFromPod
 )
-
-// RunContainerOptions is the kubelet's GenerateRunContainerOptions result:
-// what the kubelet hands to the CRI call for one container.
-type RunContainerOptions struct {
-	Envs      []env.Var       `json:"envs"`
-	Mounts    []Mount         `json:"mounts"`
-	Devices   []inject.Device `json:"devices,omitempty"`
-	Command   []string        `json:"command,omitempty"` // after $(VAR) expansion
-	Args      []string        `json:"args,omitempty"`
-	Overrides []env.Override  `json:"overrides,omitempty"`
-	Skipped   []string        `json:"skippedEnv,omitempty"`
-}
-
-// Mount is one mount of RunContainerOptions, with where it came from.
-type Mount struct {
-	ContainerPath string `json:"containerPath"`
-	HostPath      string `json:"hostPath"`
-	ReadOnly      bool   `json:"readOnly"`
-	Source        string `json:"source"`
-	Origin        string `json:"origin"` // volume name, device resource, rule name, file
-}
 
 // Input is everything one container's layers are built from.
 type Input struct {
@@ -69,10 +55,10 @@ func BuildOptions(in Input) (*RunContainerOptions, error) {
 		o.Mounts = append(o.Mounts, Mount{ContainerPath: m.Destination, HostPath: m.Source, ReadOnly: hasOpt(m.Options, "ro"), Source: MountFromVolume, Origin: volumeName(in.Container, m.Destination)})
 	}
 	for _, m := range in.Inject.DeviceMounts {
-		o.Mounts = append(o.Mounts, Mount{m.ContainerPath, m.HostPath, m.ReadOnly, MountFromDevicePlugin, ""})
+		o.Mounts = append(o.Mounts, Mount{ContainerPath: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.ReadOnly, Source: MountFromDevicePlugin})
 	}
 	for _, m := range in.Inject.KubeletMounts {
-		o.Mounts = append(o.Mounts, Mount{m.ContainerPath, m.HostPath, m.ReadOnly, MountFromPlatform, ""})
+		o.Mounts = append(o.Mounts, Mount{ContainerPath: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.ReadOnly, Source: MountFromPlatform})
 	}
 	o.Mounts = append(o.Mounts, in.PodFiles...)
 	o.Devices = in.Inject.Devices

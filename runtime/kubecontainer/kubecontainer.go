@@ -1,0 +1,56 @@
+// Package kubecontainer holds what podlab's kubelet half and its runtime
+// share, as the kubelet's pkg/kubelet/container does: the data types of the
+// kubelet layer (RunContainerOptions), which the runtime records and
+// inspect reads, and the annotations through which the kubelet half's
+// bookkeeping reaches the runtime's records. Data only: the kubelet half
+// (runtime/kubelet) builds these, the runtime (runtime) stores them, and
+// neither imports the other.
+package kubecontainer
+
+import (
+	"github.com/podlab/podlab/runtime/env"
+	"github.com/podlab/podlab/runtime/inject"
+)
+
+// Mount sources, for RunContainerOptions.
+const (
+	MountFromVolume       = "volume"
+	MountFromDevicePlugin = "device-plugin"
+	MountFromPlatform     = "platform"
+	MountFromPod          = "pod" // /etc/hosts, /etc/hostname, /etc/resolv.conf
+)
+
+// RunContainerOptions is the kubelet's GenerateRunContainerOptions result:
+// what the kubelet hands to the CRI call for one container.
+type RunContainerOptions struct {
+	Envs      []env.Var       `json:"envs"`
+	Mounts    []Mount         `json:"mounts"`
+	Devices   []inject.Device `json:"devices,omitempty"`
+	Command   []string        `json:"command,omitempty"` // after $(VAR) expansion
+	Args      []string        `json:"args,omitempty"`
+	Overrides []env.Override  `json:"overrides,omitempty"`
+	Skipped   []string        `json:"skippedEnv,omitempty"`
+}
+
+// Mount is one mount of RunContainerOptions, with where it came from.
+type Mount struct {
+	ContainerPath string `json:"containerPath"`
+	HostPath      string `json:"hostPath"`
+	ReadOnly      bool   `json:"readOnly"`
+	Source        string `json:"source"`
+	Origin        string `json:"origin"` // volume name, device resource, rule name, file
+}
+
+// Annotations through which the kubelet half's layers reach the runtime's
+// records, where `podlab inspect` reads them, as the kubelet keeps its own
+// bookkeeping (container hash, restart count) in annotations.
+const (
+	// AnnotationPodManifest, on the sandbox, is the Pod as JSON.
+	AnnotationPodManifest = "podlab.io/pod-manifest"
+	// AnnotationRunContainerOptions, on a container, is its
+	// RunContainerOptions as JSON.
+	AnnotationRunContainerOptions = "podlab.io/run-container-options"
+	// AnnotationContainerType, on a container, is "init" or "app": the CRI
+	// has no init containers, but injection rules skip them by default.
+	AnnotationContainerType = "podlab.io/container-type"
+)
