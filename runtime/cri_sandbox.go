@@ -65,7 +65,7 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	end := rec.StartChild("RunPodSandbox", "pod files")
 	caSrc, err := r.caBundles().Bundle(r.Config.Injection.CA)
 	if err == nil {
-		_, _, err = r.writePodFiles(p, caSrc)
+		_, err = r.writePodFiles(p, caSrc)
 	}
 	if err == nil && req.Config.DnsConfig != nil {
 		err = os.WriteFile(filepath.Join(r.Sandbox.Store.PodDir(p.ID), "etc", "resolv.conf"), resolvConf(req.Config.DnsConfig), 0o644)

@@ -19,7 +19,6 @@ import (
 
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/inject"
-	"github.com/podlab/podlab/runtime/kubecontainer"
 )
 
 func nsMode(host bool) runtimeapi.NamespaceMode {
@@ -293,18 +292,3 @@ func resolveUser(rootfsPath, imageUser string, sc *runtimeapi.LinuxContainerSecu
 	}
 	return u, nil
 }
-
-// The kubelet layer's types: layers.json of a pod made by an older
-// `podlab run` stored them, and inspect reads them.
-type (
-	RunContainerOptions = kubecontainer.RunContainerOptions
-	Mount               = kubecontainer.Mount
-)
-
-// Mount sources, for RunContainerOptions.
-const (
-	MountFromVolume       = kubecontainer.MountFromVolume
-	MountFromDevicePlugin = kubecontainer.MountFromDevicePlugin
-	MountFromPlatform     = kubecontainer.MountFromPlatform
-	MountFromPod          = kubecontainer.MountFromPod
-)

@@ -19,10 +19,10 @@ import (
 // kubelet (/etc/hosts) and CRI runtimes (/etc/hostname, /etc/resolv.conf)
 // do, and installs the pod's CA bundle: caSrc, an entry of r.caBundles(),
 // looked up beside the sandbox.
-func (r *Runtime) writePodFiles(p *state.Pod, caSrc string) (mounts []Mount, caBundle string, err error) {
+func (r *Runtime) writePodFiles(p *state.Pod, caSrc string) (caBundle string, err error) {
 	dir := filepath.Join(r.Sandbox.Store.PodDir(p.ID), "etc")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, "", err
+		return "", err
 	}
 	hostname := podHostname(p)
 	resolv, err := os.ReadFile("/etc/resolv.conf")
@@ -40,9 +40,8 @@ func (r *Runtime) writePodFiles(p *state.Pod, caSrc string) (mounts []Mount, caB
 	for _, f := range files {
 		hp := filepath.Join(dir, f.name)
 		if err := os.WriteFile(hp, f.data, 0o644); err != nil {
-			return nil, "", err
+			return "", err
 		}
-		mounts = append(mounts, Mount{ContainerPath: f.path, HostPath: hp, Source: MountFromPod, Origin: f.name})
 	}
 	caDir := filepath.Join(r.Sandbox.Store.PodDir(p.ID), "ca")
 	caBundle, _, err = inject.LinkCABundle(r.Config.Injection.CA, caDir, caSrc)
@@ -53,9 +52,9 @@ func (r *Runtime) writePodFiles(p *state.Pod, caSrc string) (mounts []Mount, caB
 		}
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("CA bundle: %w", err)
+		return "", fmt.Errorf("CA bundle: %w", err)
 	}
-	return mounts, caBundle, nil
+	return caBundle, nil
 }
 
 func podHostname(p *state.Pod) string {

@@ -22,6 +22,7 @@ import (
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/config"
 	"github.com/podlab/podlab/runtime/inject"
+	"github.com/podlab/podlab/runtime/kubecontainer"
 	"github.com/podlab/podlab/runtime/shim"
 	"github.com/podlab/podlab/runtime/volume"
 	"github.com/podlab/podlab/sandbox"
@@ -77,9 +78,9 @@ func sandboxOf(p *state.Pod) sandboxInfo {
 
 // Layers are a container's four layers; config.json is the OCI one.
 type Layers struct {
-	Options *RunContainerOptions `json:"options"`
-	CRI     json.RawMessage      `json:"cri"`
-	OCI     *specs.Spec          `json:"-"`
+	Options *kubecontainer.RunContainerOptions `json:"options"`
+	CRI     json.RawMessage                    `json:"cri"`
+	OCI     *specs.Spec                        `json:"-"`
 	// Injection is what the runtime and hook points added after the CRI
 	// layer, for a container made by CRI CreateContainer (for one of
 	// `podlab run`, inspect resolves it again from the manifest).

@@ -16,6 +16,7 @@ import (
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/runtime"
 	"github.com/podlab/podlab/runtime/inject"
+	"github.com/podlab/podlab/runtime/kubecontainer"
 )
 
 // The fixtures in testdata are a real pod's files (ids replaced): the
@@ -131,7 +132,7 @@ func TestLayersFromStoredFixture(t *testing.T) {
 	if e := envOf(t, opts, "NVIDIA_VISIBLE_DEVICES"); e.Value != "1" || e.Source != "container" || e.Origin != "env[1]" {
 		t.Errorf("options NVIDIA_VISIBLE_DEVICES: %+v", e)
 	}
-	if m := mountOf(t, opts, "/etc/hosts"); m.Source != runtime.MountFromPod || m.HostPath != fixturePodDir+"/etc/hosts" {
+	if m := mountOf(t, opts, "/etc/hosts"); m.Source != kubecontainer.MountFromPod || m.HostPath != fixturePodDir+"/etc/hosts" {
 		t.Errorf("options /etc/hosts: %+v", m)
 	}
 
@@ -502,7 +503,7 @@ func TestCheckItems(t *testing.T) {
 	// Stored layers that lack what the rules say (the config changed).
 	stale := *f.stored
 	opts := *f.stored.Options
-	opts.Mounts = slices.DeleteFunc(slices.Clone(opts.Mounts), func(m runtime.Mount) bool { return m.ContainerPath == "/etc/kube-injected" })
+	opts.Mounts = slices.DeleteFunc(slices.Clone(opts.Mounts), func(m kubecontainer.Mount) bool { return m.ContainerPath == "/etc/kube-injected" })
 	stale.Options = &opts
 	ls := BuildLayers(f.pod, "app", &stale, f.proc, "")
 	c := checkItem(app.Name, Item{Kind: KindMount, Name: "/etc/kube-injected", Value: "/tmp/insp/host/kfile", ReadOnly: true, Source: "platform", Origin: "kube-rule", Point: inject.PointKubelet}, ls, &opts, nil, "")
@@ -522,7 +523,7 @@ func TestCheckExcluded(t *testing.T) {
 	}
 
 	// A clean init container.
-	clean := BuildLayers(f.pod, "setup", &runtime.Layers{Options: &runtime.RunContainerOptions{}, CRI: json.RawMessage(`{}`), OCI: f.stored.OCI}, nil, "container setup is not running (Exited, exit code 0)")
+	clean := BuildLayers(f.pod, "setup", &runtime.Layers{Options: &kubecontainer.RunContainerOptions{}, CRI: json.RawMessage(`{}`), OCI: f.stored.OCI}, nil, "container setup is not running (Exited, exit code 0)")
 	*FindLayer(clean, LayerOCI) = Layer{Name: LayerOCI, Env: []Env{{Name: "PATH", Value: "/bin"}}}
 	for _, c := range checkExcluded("setup", testRules, inj, nil, clean, CABundlePath(fixturePodDir), nil) {
 		if !c.OK || !strings.Contains(c.Detail, "init container (includeInit is false)") {

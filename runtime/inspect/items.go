@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/podlab/podlab/runtime"
 	"github.com/podlab/podlab/runtime/env"
 	"github.com/podlab/podlab/runtime/inject"
+	"github.com/podlab/podlab/runtime/kubecontainer"
 )
 
 // Rules is the platform configuration inspect and verify compare a pod
@@ -184,7 +184,7 @@ func Items(expected []Item, layers []Layer) []Item {
 			}
 		}
 		for _, m := range opts.Mounts {
-			if m.Source != runtime.MountFromDevicePlugin && m.Source != runtime.MountFromPlatform {
+			if m.Source != kubecontainer.MountFromDevicePlugin && m.Source != kubecontainer.MountFromPlatform {
 				continue
 			}
 			it := Item{Kind: KindMount, Name: m.Path, Value: m.HostPath, ReadOnly: m.ReadOnly, Source: m.Source, Origin: m.Origin, Point: inject.PointKubelet, Note: stale}

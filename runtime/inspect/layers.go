@@ -29,6 +29,7 @@ import (
 
 	"github.com/podlab/podlab/runtime"
 	"github.com/podlab/podlab/runtime/inject"
+	"github.com/podlab/podlab/runtime/kubecontainer"
 )
 
 // Layer names, in data-path order.
@@ -170,7 +171,7 @@ func PodSpecLayer(pod *corev1.Pod, name string) Layer {
 		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
 	}
 	for _, vm := range c.VolumeMounts {
-		m := Mount{Path: vm.MountPath, ReadOnly: vm.ReadOnly, Source: runtime.MountFromVolume, Origin: vm.Name}
+		m := Mount{Path: vm.MountPath, ReadOnly: vm.ReadOnly, Source: kubecontainer.MountFromVolume, Origin: vm.Name}
 		if v := vols[vm.Name]; v != nil {
 			m.Type = volumeType(v)
 			if v.HostPath != nil {
@@ -237,7 +238,7 @@ func volumeType(v *corev1.Volume) string {
 }
 
 // OptionsLayer is RunContainerOptions with each entry's source and origin.
-func OptionsLayer(o *runtime.RunContainerOptions) Layer {
+func OptionsLayer(o *kubecontainer.RunContainerOptions) Layer {
 	l := Layer{Name: LayerOptions, Title: layerTitles[LayerOptions], Env: []Env{}, Mounts: []Mount{}}
 	if o == nil {
 		l.Error = "no RunContainerOptions stored (layers.json)"
@@ -433,7 +434,7 @@ func parseEnv(kvs []string) []Env {
 // stored data and the process (proc nil: procErr says why there is no
 // process layer).
 func BuildLayers(pod *corev1.Pod, container string, stored *runtime.Layers, proc *Process, procErr string) []Layer {
-	var opts *runtime.RunContainerOptions
+	var opts *kubecontainer.RunContainerOptions
 	var cri json.RawMessage
 	var spec *specs.Spec
 	if stored != nil {

@@ -10,9 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/podlab/podlab/internal/state"
-	"github.com/podlab/podlab/runtime"
 	"github.com/podlab/podlab/runtime/env"
 	"github.com/podlab/podlab/runtime/inject"
+	"github.com/podlab/podlab/runtime/kubecontainer"
 )
 
 // PauseName is the container name verify gives the pod's pause process.
@@ -207,7 +207,7 @@ func criState(name string, proc *Process, perr error) Check {
 // what RunContainerOptions kept for it (a container env may override a
 // device plugin or platform env under the merge policy), then the
 // runtime-point envs, which replace the CRI envs in the OCI spec.
-func processEnv(items []Item, opts *runtime.RunContainerOptions) map[string]string {
+func processEnv(items []Item, opts *kubecontainer.RunContainerOptions) map[string]string {
 	want := map[string]string{}
 	for _, it := range items {
 		if it.Kind != KindEnv || it.Point != inject.PointKubelet {
@@ -233,7 +233,7 @@ func processEnv(items []Item, opts *runtime.RunContainerOptions) map[string]stri
 // checkItem checks one expected item of container name at the layer its
 // injection point puts it in, then in the live process. storedOnly, if
 // set, is why a missing process is no failure (see verifyContainer).
-func checkItem(name string, it Item, layers []Layer, opts *runtime.RunContainerOptions, want map[string]string, storedOnly string) Check {
+func checkItem(name string, it Item, layers []Layer, opts *kubecontainer.RunContainerOptions, want map[string]string, storedOnly string) Check {
 	ch := Check{Container: name, Item: it.Label(), By: it.By()}
 	var problems, notes []string
 	if msg, note := checkStored(it, layers, opts); msg != "" {
@@ -293,7 +293,7 @@ func mode(ro bool) string {
 
 // checkStored checks it at the first layer its point puts it in; it
 // returns a problem, or a note.
-func checkStored(it Item, layers []Layer, opts *runtime.RunContainerOptions) (problem, note string) {
+func checkStored(it Item, layers []Layer, opts *kubecontainer.RunContainerOptions) (problem, note string) {
 	oci := FindLayer(layers, LayerOCI)
 	if oci == nil {
 		return "no OCI layer", ""
