@@ -146,17 +146,19 @@ func (r *Runtime) reconcileContainers(p *state.Pod) (done []string, err error) {
 		}
 	}()
 	var errs []error
-	// What the shim saw while no server was there to record it (a kill
-	// between the shim's start of a container and the record of it).
+	// A start the record missed: a kill between the shim's start of a
+	// container and the record of it. Nothing else is news: an exit the
+	// shim recorded (exit.json), or a process gone, every read sees.
 	changed := false
 	for i := range p.Containers {
 		c := &p.Containers[i]
-		RefreshContainer(c) // an exit the shim recorded is no news: every read sees it
-		before := *c
+		if c.State != ContainerCreated {
+			continue
+		}
 		r.refreshTask(p, c, &client)
-		if c.State != before.State || c.PID != before.PID {
+		if c.State != ContainerCreated {
 			changed = true
-			done = append(done, fmt.Sprintf("container %s of pod %s is %s (recorded %s)", state.ShortID(c.ID), p.Key(), c.State, before.State))
+			done = append(done, fmt.Sprintf("container %s of pod %s is %s (recorded %s)", state.ShortID(c.ID), p.Key(), c.State, ContainerCreated))
 		}
 	}
 	if changed {
