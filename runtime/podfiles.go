@@ -11,6 +11,7 @@ import (
 
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/runtime/inject"
+	"github.com/podlab/podlab/runtime/kubecontainer"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -33,7 +34,7 @@ func (r *Runtime) writePodFiles(p *state.Pod, caSrc string) (caBundle string, er
 		name, path string
 		data       []byte
 	}{
-		{"hosts", "/etc/hosts", hostsFile(p, hostname)},
+		{"hosts", "/etc/hosts", kubecontainer.HostsFile(hostname, p.IPs)},
 		{"hostname", "/etc/hostname", []byte(hostname + "\n")},
 		{"resolv.conf", "/etc/resolv.conf", resolv},
 	}
@@ -63,22 +64,6 @@ func podHostname(p *state.Pod) string {
 		return h
 	}
 	return p.Hostname
-}
-
-// hostsFile is the pod's /etc/hosts, as the kubelet writes it: localhost,
-// then the pod's IPs under its hostname.
-func hostsFile(p *state.Pod, hostname string) []byte {
-	hosts := "# Kubernetes-managed hosts file (podlab).\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-	for _, ip := range p.IPs {
-		hosts += ip + "\t" + hostname + "\n"
-	}
-	return []byte(hosts)
-}
-
-// writeHosts rewrites the pod's /etc/hosts in place, once its IPs are
-// known: containers created before that have the file bind-mounted.
-func (r *Runtime) writeHosts(p *state.Pod) error {
-	return os.WriteFile(filepath.Join(r.Sandbox.Store.PodDir(p.ID), "etc", "hosts"), hostsFile(p, podHostname(p)), 0o644)
 }
 
 // caBundles is the cache of built CA bundles, in the state directory: like

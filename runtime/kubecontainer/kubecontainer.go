@@ -54,3 +54,15 @@ const (
 	// has no init containers, but injection rules skip them by default.
 	AnnotationContainerType = "podlab.io/container-type"
 )
+
+// HostsFile is a pod's /etc/hosts as the kubelet writes it
+// (managedHostsFileContent): localhost, then the pod's IPs under its
+// hostname. The kubelet half mounts it for its pods; the runtime writes the
+// same for a CRI client that mounts none.
+func HostsFile(hostname string, ips []string) []byte {
+	hosts := "# Kubernetes-managed hosts file (podlab).\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+	for _, ip := range ips {
+		hosts += ip + "\t" + hostname + "\n"
+	}
+	return []byte(hosts)
+}

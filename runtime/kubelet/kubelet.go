@@ -499,12 +499,8 @@ func writeHosts(podDir string, pod *corev1.Pod, ips []string) (Mount, error) {
 	if pod.Spec.HostNetwork {
 		hostname, _ = os.Hostname()
 	}
-	hosts := "# Kubernetes-managed hosts file (podlab).\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-	for _, ip := range ips {
-		hosts += ip + "\t" + hostname + "\n"
-	}
 	path := filepath.Join(podDir, "etc-hosts")
-	if err := os.WriteFile(path, []byte(hosts), 0o644); err != nil {
+	if err := os.WriteFile(path, kubecontainer.HostsFile(hostname, ips), 0o644); err != nil {
 		return Mount{}, err
 	}
 	return Mount{ContainerPath: "/etc/hosts", HostPath: path, Source: MountFromPod, Origin: "hosts"}, nil
