@@ -582,7 +582,7 @@ func (r *Runtime) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 			}
 		}
 	}
-	if l, err := ReadLayers(c.Bundle); err == nil {
+	if l, err := readLayersJSON(c.Bundle); err == nil {
 		var cfg runtimeapi.ContainerConfig
 		if json.Unmarshal(l.CRI, &cfg) == nil {
 			st.Mounts = cfg.Mounts
@@ -621,23 +621,15 @@ func (r *Runtime) ListContainers(ctx context.Context, req *runtimeapi.ListContai
 	f := req.GetFilter()
 	resp := &runtimeapi.ListContainersResponse{Containers: []*runtimeapi.Container{}}
 	for _, p := range pods {
-		if f != nil && f.PodSandboxId != "" && !strings.HasPrefix(p.ID, f.PodSandboxId) {
+		if !strings.HasPrefix(p.ID, f.GetPodSandboxId()) {
 			continue
 		}
 		for i := range p.Containers {
 			c := &p.Containers[i]
 			RefreshContainer(c)
 			st := criContainerState(c.State)
-			if f != nil {
-				if f.Id != "" && !strings.HasPrefix(c.ID, f.Id) {
-					continue
-				}
-				if f.State != nil && f.State.State != st {
-					continue
-				}
-				if !labelsMatch(c.Labels, f.LabelSelector) {
-					continue
-				}
+			if !selected(c.ID, c.Labels, f.GetId(), f.GetLabelSelector()) || f.GetState() != nil && f.GetState().State != st {
+				continue
 			}
 			resp.Containers = append(resp.Containers, &runtimeapi.Container{
 				Id: c.ID, PodSandboxId: p.ID,

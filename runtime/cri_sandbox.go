@@ -130,10 +130,13 @@ func (r *Runtime) shutdownShim(p *state.Pod) error {
 	r.killShim(p)
 	// A crash between the shim's start and the record of its pid leaves a
 	// shim the record does not name: its socket path, unique to the pod,
-	// in its command line finds it.
-	for _, pid := range proc.FindByArgs("--serve", p.ShimSocket) {
-		if start, err := proc.StartTime(pid); err == nil {
-			proc.Stop(pid, start, 0)
+	// in its command line finds it. Only then: the scan reads every
+	// process's command line, too much for every teardown.
+	if p.ShimPID == 0 {
+		for _, pid := range proc.FindByArgs("--serve", p.ShimSocket) {
+			if start, err := proc.StartTime(pid); err == nil {
+				proc.Stop(pid, start, 0)
+			}
 		}
 	}
 	os.Remove(p.ShimSocket)
@@ -493,16 +496,8 @@ func (r *Runtime) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSan
 			continue // not yet a sandbox a client can know of
 		}
 		st := SandboxState(p)
-		if f != nil {
-			if f.Id != "" && !strings.HasPrefix(p.ID, f.Id) {
-				continue
-			}
-			if f.State != nil && f.State.State != st {
-				continue
-			}
-			if !labelsMatch(p.Labels, f.LabelSelector) {
-				continue
-			}
+		if !selected(p.ID, p.Labels, f.GetId(), f.GetLabelSelector()) || f.GetState() != nil && f.GetState().State != st {
+			continue
 		}
 		resp.Items = append(resp.Items, &runtimeapi.PodSandbox{
 			Id: p.ID, Metadata: podMetadata(p), State: st, CreatedAt: p.Created.UnixNano(),
@@ -512,7 +507,13 @@ func (r *Runtime) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSan
 	return resp, nil
 }
 
-func labelsMatch(labels, selector map[string]string) bool {
+// selected reports whether an object with id and labels passes a CRI list
+// filter: its id starts with idPrefix and its labels hold every pair of
+// selector ("" and nil select everything).
+func selected(id string, labels map[string]string, idPrefix string, selector map[string]string) bool {
+	if !strings.HasPrefix(id, idPrefix) {
+		return false
+	}
 	for k, v := range selector {
 		if labels[k] != v {
 			return false
@@ -520,6 +521,3 @@ func labelsMatch(labels, selector map[string]string) bool {
 	}
 	return true
 }
-
-// waitTimeout bounds how long a CRI call waits on a shim answer.
-const shimCallTimeout = 30 * time.Second

@@ -77,13 +77,13 @@ func (r *Runtime) ListContainerStats(ctx context.Context, req *runtimeapi.ListCo
 	f := req.GetFilter()
 	resp := &runtimeapi.ListContainerStatsResponse{Stats: []*runtimeapi.ContainerStats{}}
 	for _, p := range pods {
-		if p.ShimSocket == "" || f != nil && f.PodSandboxId != "" && !strings.HasPrefix(p.ID, f.PodSandboxId) {
+		if p.ShimSocket == "" || !strings.HasPrefix(p.ID, f.GetPodSandboxId()) {
 			continue
 		}
 		var client *shim.Client
 		for i := range p.Containers {
 			c := &p.Containers[i]
-			if f != nil && (f.Id != "" && !strings.HasPrefix(c.ID, f.Id) || !labelsMatch(c.Labels, f.LabelSelector)) {
+			if !selected(c.ID, c.Labels, f.GetId(), f.GetLabelSelector()) {
 				continue
 			}
 			resp.Stats = append(resp.Stats, r.containerStats(ctx, p, c, &client))
@@ -148,7 +148,7 @@ func (r *Runtime) ListPodSandboxStats(ctx context.Context, req *runtimeapi.ListP
 	f := req.GetFilter()
 	resp := &runtimeapi.ListPodSandboxStatsResponse{Stats: []*runtimeapi.PodSandboxStats{}}
 	for _, p := range pods {
-		if p.State == state.PodCreating || f != nil && (f.Id != "" && !strings.HasPrefix(p.ID, f.Id) || !labelsMatch(p.Labels, f.LabelSelector)) {
+		if p.State == state.PodCreating || !selected(p.ID, p.Labels, f.GetId(), f.GetLabelSelector()) {
 			continue
 		}
 		resp.Stats = append(resp.Stats, r.podStats(ctx, p))

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -108,6 +107,21 @@ func writeJSON(path string, v any) error {
 
 // ReadLayers loads a container's stored layers (options, CRI) and its config.json.
 func ReadLayers(bundle string) (*Layers, error) {
+	l, err := readLayersJSON(bundle)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := ReadSpec(bundle)
+	if err != nil {
+		return nil, err
+	}
+	l.OCI = spec
+	return l, nil
+}
+
+// readLayersJSON loads layers.json alone (OCI left nil): what a status
+// call needs, without decoding config.json.
+func readLayersJSON(bundle string) (*Layers, error) {
 	var l Layers
 	data, err := os.ReadFile(filepath.Join(bundle, "layers.json"))
 	if err != nil {
@@ -116,11 +130,6 @@ func ReadLayers(bundle string) (*Layers, error) {
 	if err := json.Unmarshal(data, &l); err != nil {
 		return nil, err
 	}
-	spec, err := ReadSpec(bundle)
-	if err != nil {
-		return nil, err
-	}
-	l.OCI = spec
 	return &l, nil
 }
 
@@ -269,11 +278,6 @@ func RefreshContainer(c *state.Container) {
 	}
 }
 
-func nodeName() string {
-	h, _ := os.Hostname()
-	return strings.ToLower(h)
-}
-
 // ContainerByName finds a container of p.
 func ContainerByName(p *state.Pod, name string) (*state.Container, error) {
 	var names []string
@@ -288,14 +292,3 @@ func ContainerByName(p *state.Pod, name string) (*state.Container, error) {
 
 // ShimBinaryName is the shim's file name next to podlab.
 const ShimBinaryName = "podlab-shim"
-
-// shimCommand is how the shim is started (shimBinary, else podlab-shim
-// next to podlab, else on $PATH). The pod's id comes later, on the control
-// pipe.
-func (r *Runtime) shimCommand() (*exec.Cmd, error) {
-	bin, err := sandbox.FindBinary(r.Config.ShimBinary, ShimBinaryName, "shimBinary")
-	if err != nil {
-		return nil, err
-	}
-	return exec.Command(bin, "--state-dir", r.Sandbox.Store.Dir(), "--oci-root", r.Sandbox.OCI.Root), nil
-}
