@@ -85,12 +85,19 @@ func isNotEmpty(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "directory not empty")
 }
 
+// copyFile copies the pause binary, to be exec'd. A fork in another
+// goroutine (a CNI plugin, the pod's shim) while dst is open for writing
+// hands the child a copy of the fd until it execs, and an exec of dst in
+// that window fails with ETXTBSY (golang.org/issue/22315): ForkLock, held
+// for writing, keeps forks out while the fd is open.
 func copyFile(src, dst string, mode os.FileMode) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
+	syscall.ForkLock.Lock()
+	defer syscall.ForkLock.Unlock()
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
 		return err
