@@ -45,7 +45,7 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		endOp(retErr)
 		trace.FromContext(ctx).Merge(rec, "RunPodSandbox")
 	}()
-	p, err := r.Sandbox.RunSpec(ctx, spec, rec)
+	p, err := r.Sandbox.Create(spec, rec)
 	if errors.Is(err, state.ErrExists) {
 		return nil, errdefs.Wrap(errdefs.ErrAlreadyExists, err)
 	}
@@ -60,7 +60,35 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 			}
 		}
 	}()
-	undo.Add("removing sandbox", func() error { return r.Sandbox.Remove(context.Background(), p, 0, trace.New()) })
+	// Start undoes its own stages when it fails, leaving the record.
+	started := false
+	undo.Add("removing sandbox", func() error {
+		if !started {
+			return r.Sandbox.Store.Delete(p)
+		}
+		return r.Sandbox.Remove(context.Background(), p, 0, trace.New())
+	})
+
+	// The shim starts beside the sandbox's stages: it needs the pod's
+	// record and directory only, and its exec and Go start-up would
+	// otherwise follow CNI ADD and the pause on the pod's critical path.
+	// It is recorded before it starts, so gc finds it after a crash.
+	p.ShimSocket = shim.SocketPath(r.Sandbox.Store.Dir(), p.ID)
+	if err := r.Sandbox.Store.Save(p); err != nil {
+		return nil, err
+	}
+	undo.Add("stopping shim", func() error { return r.shutdownShim(p) })
+	spawned := r.spawnTaskShim(p, rec)
+	err = r.Sandbox.Start(ctx, p, rec)
+	started = err == nil
+	// The shim's pid goes into p only once the stages, which save p, are
+	// done; before the undo above needs it.
+	if serr := spawned(p); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return nil, err
+	}
 
 	end := rec.StartChild("RunPodSandbox", "pod files")
 	caSrc, err := r.caBundles().Bundle(r.Config.Injection.CA)
@@ -73,19 +101,6 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	end(err)
 	if err != nil {
 		return nil, fmt.Errorf("pod files: %w", err)
-	}
-
-	// The shim is recorded before it starts, so gc finds it after a crash.
-	p.ShimSocket = shim.SocketPath(r.Sandbox.Store.Dir(), p.ID)
-	if err := r.Sandbox.Store.Save(p); err != nil {
-		return nil, err
-	}
-	undo.Add("stopping shim", func() error { return r.shutdownShim(p) })
-	end = rec.StartChild("RunPodSandbox", "shim")
-	err = r.spawnTaskShim(p)
-	end(err)
-	if err != nil {
-		return nil, err
 	}
 
 	p.State = state.PodReady
@@ -102,18 +117,33 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: p.ID}, nil
 }
 
-// spawnTaskShim starts p's long-lived shim and records its pid.
-func (r *Runtime) spawnTaskShim(p *state.Pod) error {
+// spawnTaskShim starts p's long-lived shim in the background, as the
+// "shim" stage. The returned func waits for it and records its pid and
+// start time in p (not saved).
+func (r *Runtime) spawnTaskShim(p *state.Pod, rec *trace.Recorder) (wait func(*state.Pod) error) {
+	var pid int
+	var start uint64
+	end := rec.StartChild("RunPodSandbox", "shim")
 	bin, err := sandbox.FindBinary(r.Config.ShimBinary, ShimBinaryName, "shimBinary")
 	if err != nil {
+		end(err)
+		return func(*state.Pod) error { return err }
+	}
+	stateDir, ociRoot, id, socket := r.Sandbox.Store.Dir(), r.Sandbox.OCI.Root, p.ID, p.ShimSocket
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pid, start, err = shim.Spawn(bin, stateDir, ociRoot, id, socket)
+		if err != nil {
+			err = fmt.Errorf("starting the pod's shim: %w", err)
+		}
+		end(err)
+	}()
+	return func(p *state.Pod) error {
+		<-done
+		p.ShimPID, p.ShimStart = pid, start
 		return err
 	}
-	pid, start, err := shim.Spawn(bin, r.Sandbox.Store.Dir(), r.Sandbox.OCI.Root, p.ID, p.ShimSocket)
-	if err != nil {
-		return fmt.Errorf("starting the pod's shim: %w", err)
-	}
-	p.ShimPID, p.ShimStart = pid, start
-	return r.Sandbox.Store.Save(p)
 }
 
 // shutdownShim ends p's long-lived shim: asked, it stops and deletes what

@@ -134,7 +134,11 @@ func (r *Runtime) GC(ctx context.Context, opts GCOptions) (done []string, retErr
 // that no record names.
 func (r *Runtime) reconcileContainers(p *state.Pod) (done []string, err error) {
 	if p.State == state.PodReady && !shimAlive(p) {
-		if err := r.spawnTaskShim(p); err != nil {
+		err := r.spawnTaskShim(p, trace.New())(p)
+		if err == nil {
+			err = r.Sandbox.Store.Save(p)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("pod %s: restarting its shim: %w", p.Key(), err)
 		}
 		done = append(done, fmt.Sprintf("restarted the shim of pod %s (%s)", p.Key(), state.ShortID(p.ID)))

@@ -127,7 +127,33 @@ func (m *Manager) RunSpec(ctx context.Context, spec Spec, rec *trace.Recorder) (
 	return m.run(ctx, spec, rec, false)
 }
 
-func (m *Manager) run(ctx context.Context, spec Spec, rec *trace.Recorder, ready bool) (pod *state.Pod, retErr error) {
+func (m *Manager) run(ctx context.Context, spec Spec, rec *trace.Recorder, ready bool) (*state.Pod, error) {
+	p, err := m.Create(spec, rec)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Start(ctx, p, rec); err != nil {
+		if derr := m.Store.Delete(p); derr != nil {
+			err = fmt.Errorf("%w (and removing pod state failed: %v)", err, derr)
+		}
+		return nil, err
+	}
+	if ready {
+		p.State = state.PodReady
+		p.Spans = rec.Spans()
+		if err := m.Store.Save(p); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// Create is the sandbox's first stage, "state": the record, naming every
+// resource Start will make, written before any of them exists so gc finds
+// them after a crash. The pod is Creating. A caller that has work of its
+// own for the pod (RunPodSandbox starts the pod's shim) can do it beside
+// Start. On error nothing is left.
+func (m *Manager) Create(spec Spec, rec *trace.Recorder) (*state.Pod, error) {
 	p := &state.Pod{
 		ID:           state.NewID(),
 		Name:         spec.Name,
@@ -144,6 +170,7 @@ func (m *Manager) run(ctx context.Context, spec Spec, rec *trace.Recorder, ready
 		Labels:       spec.Labels,
 		Annotations:  spec.Annotations,
 		LogDirectory: spec.LogDirectory,
+		Sysctls:      spec.Sysctls,
 
 		TerminationGracePeriod: spec.TerminationGracePeriod,
 	}
@@ -159,7 +186,25 @@ func (m *Manager) run(ctx context.Context, spec Spec, rec *trace.Recorder, ready
 	if !spec.HostIPC {
 		p.IPCNS = filepath.Join(m.Config.NamespacesDir, "ipcns", nsName)
 	}
+	end := rec.Start("state")
+	err := m.Store.Create(p)
+	end(err)
+	if err != nil {
+		return nil, err
+	}
+	if err := failpoint.Hit("after-state"); err != nil {
+		if derr := m.Store.Delete(p); derr != nil {
+			err = fmt.Errorf("%w (and rolling back failed: removing pod state: %v)", err, derr)
+		}
+		return nil, err
+	}
+	return p, nil
+}
 
+// Start makes the resources p's record names, stage by stage: netns, CNI
+// ADD beside the pinned namespaces, pod cgroup and pause. On error it
+// undoes what it made and leaves the record, Creating, to the caller.
+func (m *Manager) Start(ctx context.Context, p *state.Pod, rec *trace.Recorder) (retErr error) {
 	var undo cleanup.List
 	defer func() {
 		if retErr != nil {
@@ -171,20 +216,9 @@ func (m *Manager) run(ctx context.Context, spec Spec, rec *trace.Recorder, ready
 		}
 	}()
 
-	// The record, naming every resource the next stages will create, is
-	// written before any of them exists, so gc can find them after a crash.
-	end := rec.Start("state")
-	err := m.Store.Create(p)
-	end(err)
-	if err != nil {
-		return nil, err
-	}
-	undo.Add("removing pod state", func() error { return m.Store.Delete(p) })
-	if err := failpoint.Hit("after-state"); err != nil {
-		return nil, err
-	}
-
-	if !spec.HostNetwork {
+	var end func(error)
+	var err error
+	if !p.HostNetwork {
 		undo.Add("removing netns", func() error { return netns.Remove(p.NetNS) })
 		end = rec.Start("netns")
 		var setup func() error
@@ -194,10 +228,10 @@ func (m *Manager) run(ctx context.Context, spec Spec, rec *trace.Recorder, ready
 		_, err = netns.New(m.Config.NetNSDir, filepath.Base(p.NetNS), setup)
 		end(err)
 		if err != nil {
-			return nil, fmt.Errorf("netns stage: %w", err)
+			return fmt.Errorf("netns stage: %w", err)
 		}
 		if err := failpoint.Hit("after-netns"); err != nil {
-			return nil, err
+			return err
 		}
 	}
 
@@ -207,7 +241,7 @@ func (m *Manager) run(ctx context.Context, spec Spec, rec *trace.Recorder, ready
 	// start, only once both are done.
 	var cniRes addResult
 	cni := inBackground(func() error { return nil })
-	if !spec.HostNetwork {
+	if !p.HostNetwork {
 		// DEL is registered before ADD: a half-done ADD (a lease taken, a
 		// veth made) is undone by DEL, which every plugin must tolerate.
 		for _, n := range m.nets {
@@ -245,15 +279,15 @@ func (m *Manager) run(ctx context.Context, spec Spec, rec *trace.Recorder, ready
 		})
 		end(err)
 		if err != nil {
-			return nil, fmt.Errorf("namespaces stage: %w", err)
+			return fmt.Errorf("namespaces stage: %w", err)
 		}
 	}
-	if len(spec.Sysctls) > 0 {
+	if len(p.Sysctls) > 0 {
 		end = rec.Start("sysctls")
-		err = applySysctls(p, spec.Sysctls)
+		err = applySysctls(p, p.Sysctls)
 		end(err)
 		if err != nil {
-			return nil, fmt.Errorf("sysctls stage: %w", err)
+			return fmt.Errorf("sysctls stage: %w", err)
 		}
 	}
 
@@ -262,10 +296,10 @@ func (m *Manager) run(ctx context.Context, spec Spec, rec *trace.Recorder, ready
 	err = m.createCgroup(p.CgroupPath)
 	end(err)
 	if err != nil {
-		return nil, fmt.Errorf("cgroup stage: %w", err)
+		return fmt.Errorf("cgroup stage: %w", err)
 	}
 	if err := failpoint.Hit("after-cgroup"); err != nil {
-		return nil, err
+		return err
 	}
 
 	// The pause's cgroup goes with the pod's, whose undo is registered above.
@@ -289,22 +323,15 @@ func (m *Manager) run(ctx context.Context, spec Spec, rec *trace.Recorder, ready
 		return err
 	}
 	if err := waitPause(); err != nil {
-		return nil, err
+		return err
 	}
 
 	if err := cni.wait(); err != nil {
-		return nil, err
+		return err
 	}
 	p.IPs, p.Gateway = cniRes.IPs, cniRes.Gateway
-
-	if ready {
-		p.State = state.PodReady
-	}
 	p.Spans = rec.Spans()
-	if err := m.Store.Save(p); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return m.Store.Save(p)
 }
 
 // background is a stage running in its own goroutine; rollback must not

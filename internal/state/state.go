@@ -75,6 +75,8 @@ type Pod struct {
 	Labels       map[string]string `json:"labels,omitempty"`
 	Annotations  map[string]string `json:"annotations,omitempty"`
 	LogDirectory string            `json:"logDirectory,omitempty"`
+	// Sysctls are the namespaced sysctls set in the pod's namespaces.
+	Sysctls map[string]string `json:"sysctls,omitempty"`
 	// ShimSocket is the long-lived shim's task socket (pods made through
 	// the CRI operations); "" for a pod run by the one-shot shim.
 	ShimSocket   string `json:"shimSocket,omitempty"`
