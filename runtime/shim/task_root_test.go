@@ -139,7 +139,7 @@ type taskTest struct {
 	oci        *oci.Runtime
 	podID      string
 	socket     string
-	cgroupBase string // parent of the containers' cgroups, e.g. /podlab/shimtest-1a2b3c4d
+	cgroupBase string // parent of the containers' cgroups, under podlab's where the leak check looks: /podlab/shimtest-1a2b3c4d
 	ids        []string
 }
 
@@ -216,7 +216,6 @@ func TestTaskShim(t *testing.T) {
 		stateDir:   filepath.Join(dir, "state"),
 		oci:        &oci.Runtime{Root: filepath.Join(dir, "oci")},
 		podID:      state.NewID(),
-		// Under podlab's cgroup parent, where the leak check looks.
 		cgroupBase: "/podlab/shimtest-" + randHex(4),
 	}
 	tt.socket = SocketPath(tt.stateDir, tt.podID)
