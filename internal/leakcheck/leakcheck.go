@@ -28,7 +28,7 @@ import (
 
 // Leak is one thing left behind.
 type Leak struct {
-	Kind string // "netns file", "nsfs mount", "veth", "ipam lease", "cni result cache", "cgroup", "process", "mount"
+	Kind string // "namespace file", "nsfs mount", "veth", "ipam lease", "cni result cache", "cgroup", "process", "mount"
 	What string // a path, an interface name, or a process and why it is one
 }
 
@@ -36,7 +36,7 @@ func (l Leak) String() string { return l.Kind + " " + l.What }
 
 // The kinds of Leak.
 const (
-	KindNamespaceFile = "netns file"
+	KindNamespaceFile = "namespace file"
 	KindNsfsMount     = "nsfs mount"
 	KindVeth          = "veth"
 	KindLease         = "ipam lease"
@@ -127,16 +127,17 @@ func onlyVeths(leaks []Leak) bool {
 // namespaceFiles lists the files in the pinned namespace dirs.
 func (h Host) namespaceFiles() ([]Leak, error) {
 	var leaks []Leak
+	var errs []error
 	for _, dir := range h.NamespaceDirs {
 		names, err := readDirNames(dir)
 		if err != nil {
-			return leaks, err
+			errs = append(errs, err)
 		}
 		for _, n := range names {
 			leaks = append(leaks, Leak{KindNamespaceFile, filepath.Join(dir, n)})
 		}
 	}
-	return leaks, nil
+	return leaks, errors.Join(errs...)
 }
 
 // readDirNames lists dir; a missing dir is empty.

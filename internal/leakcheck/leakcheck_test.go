@@ -275,8 +275,8 @@ func TestFiles(t *testing.T) {
 		"cni result cache " + cni + "/results/podlab-0123-eth0",
 		"ipam lease " + cni + "/networks/other/10.88.0.2",
 		"ipam lease " + cni + "/networks/podlab/10.77.0.5",
-		"netns file " + dir + "/ipcns/default_web",
-		"netns file " + dir + "/netns/default_web",
+		"namespace file " + dir + "/ipcns/default_web",
+		"namespace file " + dir + "/netns/default_web",
 	}
 	if got := strs(got); !slices.Equal(got, want) {
 		t.Errorf("files:\n got %q\nwant %q", got, want)

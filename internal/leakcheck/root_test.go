@@ -62,7 +62,7 @@ func TestFindsEveryKind(t *testing.T) {
 	if real, err := filepath.EvalSymlinks("/var/run/netns"); err == nil {
 		nsMount = filepath.Join(real, tag) // /var/run is /run
 	}
-	want = append(want, "netns file "+nsFile, "nsfs mount "+nsMount)
+	want = append(want, "namespace file "+nsFile, "nsfs mount "+nsMount)
 
 	// A veth pair, both ends on the host.
 	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: tag + "a"}, PeerName: tag + "b"}
