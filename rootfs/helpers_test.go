@@ -5,17 +5,14 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/moby/sys/mountinfo"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/podlab/podlab/internal/testutil"
@@ -23,32 +20,10 @@ import (
 )
 
 // leakCheckLast registers the leak check first, so it runs after every
-// other cleanup of the test. Under -fuzz the test binary's own command line
-// carries the module path (-test.fuzzcachedir=…/github.com/podlab/podlab/…),
-// which the shared leak checker reports as a leaked podlab process, so there
-// it checks just what these tests could leak: mounts below the test's temp
-// directory or under /run/podlab and /var/lib/podlab.
+// other cleanup of the test.
 func leakCheckLast(t *testing.T) {
 	t.Helper()
-	if f := flag.Lookup("test.fuzzcachedir"); f == nil || f.Value.String() == "" {
-		t.Cleanup(func() { testutil.LeakCheck(t) })
-		return
-	}
-	var tmp string
-	t.Cleanup(func() {
-		mounts, err := mountinfo.GetMounts(nil)
-		if err != nil {
-			t.Errorf("leak check: %v", err)
-			return
-		}
-		for _, m := range mounts {
-			p := m.Mountpoint
-			if strings.HasPrefix(p, tmp+"/") || strings.Contains(p, "/run/podlab") || strings.Contains(p, "/var/lib/podlab") {
-				t.Errorf("leak: mount %s", p)
-			}
-		}
-	})
-	tmp = filepath.Dir(t.TempDir())
+	t.Cleanup(func() { testutil.LeakCheck(t) })
 }
 
 // diff reports "" when want and got are deeply equal, else both.

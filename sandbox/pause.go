@@ -154,7 +154,8 @@ func startPause(rootfs, cgroupPath string, ns pauseNamespaces) (pid int, startTi
 		// One P and no collector: the pause allocates nothing once
 		// started, and each extra P or a forced GC cycle would leave
 		// threads, stacks and runtime code resident in every pod.
-		Env:         []string{"PATH=/", "GOMAXPROCS=1", "GOGC=off", pauseRootfsEnv + "=" + rootfs},
+		// The role marks it as podlab's for the leak check.
+		Env:         []string{"PATH=/", "GOMAXPROCS=1", "GOGC=off", pauseRootfsEnv + "=" + rootfs, proc.RoleEnv + "=" + proc.RolePause},
 		ExtraFiles:  []*os.File{theirs},
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Cloneflags: flags},
 	}

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/podlab/podlab/internal/manifest"
+	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/testutil"
 	"github.com/podlab/podlab/internal/trace"
@@ -326,6 +327,10 @@ func TestPauseIsConfined(t *testing.T) {
 		if got := procStatus(t, p.PausePID, key); got != want {
 			t.Errorf("pause %s = %q, want %q", key, got, want)
 		}
+	}
+	// The leak check finds a leftover pause by its role marker.
+	if env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.PausePID)); err != nil || !strings.Contains(string(env), "\x00"+proc.RoleEnv+"="+proc.RolePause+"\x00") {
+		t.Errorf("pause environment lacks %s=%s (%v): %q", proc.RoleEnv, proc.RolePause, err, env)
 	}
 	self, _ := os.Readlink("/proc/self/ns/mnt")
 	if mnt, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", p.PausePID)); mnt == self {

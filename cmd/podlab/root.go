@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -80,9 +81,62 @@ with runc's libcontainer. Every stage is timed.`,
 			}
 		case "help":
 			c.Example = "  podlab help inspect\n  podlab help image import"
+			c.Args = knownHelpTopic
 		}
 	}
+	rejectUnknownSubcommands(root) // last: every group in the tree
 	return root
+}
+
+// rejectUnknownSubcommands makes every command group below and including c
+// (a command with subcommands and no Run of its own) answer an unknown
+// subcommand or a stray argument with "unknown command" and an error.
+// cobra checks that for the root only: any other group prints its help
+// and exits 0, so a script believes `podlab image pull X` pulled. A group
+// run alone still prints its help. Applied to the whole tree, it holds
+// for groups and subcommands added later too.
+func rejectUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		rejectUnknownSubcommands(sub)
+	}
+	if !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = noSubcommandNamed
+	c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+}
+
+// noSubcommandNamed rejects any argument to a group: had it named a
+// subcommand, cobra would have run that one. The message is cobra's own
+// for the root, suggestions included.
+func noSubcommandNamed(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default
+	}
+	var hint strings.Builder
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 && !cmd.DisableSuggestions {
+		hint.WriteString("\n\nDid you mean this?\n")
+		for _, name := range s {
+			fmt.Fprintf(&hint, "\t%s\n", name)
+		}
+	}
+	return fmt.Errorf("unknown command %q for %q%s", args[0], cmd.CommandPath(), hint.String())
+}
+
+// knownHelpTopic makes `podlab help X` fail as X itself would, rather than
+// print "Unknown help topic" and exit 0.
+func knownHelpTopic(cmd *cobra.Command, args []string) error {
+	target, rest, err := cmd.Root().Find(args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 && target.HasSubCommands() {
+		return target.ValidateArgs(rest)
+	}
+	return nil
 }
 
 // printObject writes v as JSON or YAML.

@@ -22,17 +22,40 @@ func Stat(pid int) (state byte, start uint64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
+	st, err := ParseStat(data)
+	if err != nil {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return st.State, st.Start, nil
+}
+
+// StatFields are the fields of a /proc/<pid>/stat that podlab reads.
+type StatFields struct {
+	State byte   // field 3: R, S, D, Z (zombie), X (dead), …
+	PPID  int    // field 4
+	Start uint64 // field 22: clock ticks after boot
+}
+
+// ParseStat parses the contents of a /proc/<pid>/stat file.
+func ParseStat(data []byte) (StatFields, error) {
 	// comm may hold spaces and parens: fields start after the last ')'.
 	i := strings.LastIndexByte(string(data), ')')
 	if i < 0 {
-		return 0, 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+		return StatFields{}, errors.New("malformed stat: no ')' after comm")
 	}
 	f := strings.Fields(string(data[i+1:]))
 	if len(f) < 20 {
-		return 0, 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+		return StatFields{}, fmt.Errorf("malformed stat: %d fields after comm, want at least 20", len(f))
 	}
-	start, err = strconv.ParseUint(f[19], 10, 64)
-	return f[0][0], start, err
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return StatFields{}, fmt.Errorf("malformed stat: ppid: %w", err)
+	}
+	start, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return StatFields{}, fmt.Errorf("malformed stat: start time: %w", err)
+	}
+	return StatFields{State: f[0][0], PPID: ppid, Start: start}, nil
 }
 
 // StartTime returns the start time of pid.

@@ -3,15 +3,26 @@
 package testutil
 
 import (
+	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/podlab/podlab/internal/leakcheck"
 )
+
+// Every process a test starts carries its owner mark, so the leak check
+// finds the ones a test leaves running, whatever they are (a podlab serve,
+// a registry, a containerd), and never this test binary or the Go
+// toolchain that runs it.
+func init() {
+	if err := leakcheck.MarkChildren(); err != nil {
+		fmt.Fprintln(os.Stderr, "testutil:", err)
+	}
+}
 
 // RequireRoot skips a test that needs root when run unprivileged, unless
 // CI=true, where a missing privilege must fail the run instead.
@@ -33,78 +44,38 @@ func RepoRoot(t testing.TB) string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// LeakCheck runs the shared leak checker (../shared/tools/leakcheck beside the
-// repo, or PODLAB_LEAKCHECK) and fails the test if it reports anything.
-// Register it with t.Cleanup before creating resources so it runs last.
+// LeakCheck fails the test if it left anything on the host (see
+// internal/leakcheck): pinned namespaces, veths, leases, cgroups, mounts
+// under podlab's dirs or the temp dir (where tests keep their state and
+// image dirs), podlab's processes, and processes the test started and left
+// running. Register it with t.Cleanup before creating resources so it runs
+// last.
 func LeakCheck(t testing.TB) {
 	t.Helper()
-	tool := os.Getenv("PODLAB_LEAKCHECK")
-	if tool == "" {
-		tool = filepath.Join(RepoRoot(t), "..", "shared", "tools", "leakcheck")
-	}
-	if _, err := os.Stat(tool); err != nil {
+	if os.Geteuid() != 0 {
+		// Other processes' environments and cgroups are root's to read.
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("leak checker %s not found: %v", tool, err)
+			t.Fatalf("the leak check needs root and CI=true: run as root")
 		}
-		t.Logf("leak checker %s not found, skipping leak check", tool)
+		t.Logf("not root: no leak check")
 		return
 	}
-	// podlab removes a pod's netns before CNI DEL when every plugin allows
-	// it, as `ip netns del` does: the kernel then destroys the pod's veth in
-	// its netns cleanup work, shortly after rm returns. Leftover veths are
-	// therefore rechecked for a while; anything else fails at once.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		out, _ := exec.Command(tool).Output() // stderr: races with exiting processes
-		leaks := dropOwnProcesses(string(out))
-		if len(leaks) == 0 {
-			return
+	h := leakcheck.Default()
+	h.MountDirs = append(h.MountDirs, os.TempDir())
+	leaks, err := h.CheckSettled(vethSettle)
+	if err != nil {
+		t.Errorf("leak check after %s: %v", t.Name(), err)
+	}
+	if len(leaks) > 0 {
+		lines := make([]string, len(leaks))
+		for i, l := range leaks {
+			lines[i] = "leak: " + l.String()
 		}
-		if !onlyVeths(leaks) || time.Now().After(deadline) {
-			t.Errorf("leak check after %s failed:\n%s", t.Name(), strings.Join(leaks, "\n"))
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+		t.Errorf("leak check after %s failed:\n%s", t.Name(), strings.Join(lines, "\n"))
 	}
 }
 
-func onlyVeths(leaks []string) bool {
-	for _, l := range leaks {
-		if !strings.HasPrefix(l, "leak: veth ") {
-			return false
-		}
-	}
-	return true
-}
-
-// dropOwnProcesses removes the leak lines naming this test process or its
-// ancestors (go test, make): their command lines can name the package
-// (pause.test matches the checker's */pause* rule), but they are not leaks.
-func dropOwnProcesses(out string) []string {
-	own := map[string]bool{}
-	for pid := os.Getpid(); pid > 1; {
-		own[strconv.Itoa(pid)] = true
-		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			break
-		}
-		f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
-		if len(f) < 2 {
-			break
-		}
-		pid, _ = strconv.Atoi(f[1])
-	}
-	var leaks []string
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		if line == "" {
-			continue
-		}
-		if rest, ok := strings.CutPrefix(line, "leak: process "); ok {
-			if pid, _, _ := strings.Cut(rest, ":"); own[pid] {
-				continue
-			}
-		}
-		leaks = append(leaks, line)
-	}
-	return leaks
-}
+// vethSettle: podlab removes a pod's netns before CNI DEL when every
+// plugin allows it, as `ip netns del` does; the kernel then destroys the
+// pod's veth in its netns cleanup work, shortly after rm returns.
+const vethSettle = 5 * time.Second

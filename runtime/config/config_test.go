@@ -3,8 +3,11 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/podlab/podlab/internal/leakcheck"
 )
 
 func TestDefault(t *testing.T) {
@@ -54,5 +57,25 @@ func TestLoadErrors(t *testing.T) {
 	}
 	if _, err := Load(filepath.Join(dir, "missing.yaml")); err == nil {
 		t.Error("explicit missing config: Load succeeded")
+	}
+}
+
+// The leak check looks where podlab's default configuration puts things;
+// it cannot read this package (internal/ imports nothing above it), so
+// this keeps the two in step.
+func TestLeakCheckLooksAtTheDefaults(t *testing.T) {
+	c, h := Default(), leakcheck.Default()
+	if h.CgroupParent != c.CgroupParent {
+		t.Errorf("leak check cgroup parent %s, config %s", h.CgroupParent, c.CgroupParent)
+	}
+	for name, dir := range map[string]string{"netnsDir": c.NetNSDir, "namespacesDir/ipcns": filepath.Join(c.NamespacesDir, "ipcns"), "namespacesDir/utsns": filepath.Join(c.NamespacesDir, "utsns")} {
+		if !slices.Contains(h.NamespaceDirs, dir) {
+			t.Errorf("leak check does not look at %s (%s): %v", name, dir, h.NamespaceDirs)
+		}
+	}
+	for name, dir := range map[string]string{"stateDir": c.StateDir, "imageDir": c.ImageDir} {
+		if !slices.ContainsFunc(h.MountDirs, func(m string) bool { return dir == m || strings.HasPrefix(dir, m+"/") }) {
+			t.Errorf("leak check does not look for mounts in %s (%s): %v", name, dir, h.MountDirs)
+		}
 	}
 }

@@ -47,6 +47,8 @@ func Spawn(bin, stateDir, ociRoot, podID, socket string) (pid int, start uint64,
 	}
 	defer statusR.Close()
 	cmd := exec.Command(bin, "--state-dir", stateDir, "--oci-root", ociRoot, "--pod", podID, "--serve", socket)
+	// The role marks it as podlab's for the leak check.
+	cmd.Env = append(os.Environ(), proc.RoleEnv+"="+proc.RoleShim)
 	cmd.ExtraFiles = []*os.File{statusW} // fd 3
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	err = cmd.Start()

@@ -27,6 +27,7 @@ import (
 
 	"github.com/podlab/podlab/internal/atomicfile"
 	"github.com/podlab/podlab/internal/oci"
+	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 )
@@ -279,6 +280,9 @@ func Main(args []string) int {
 		fmt.Fprintln(os.Stderr, "podlab-shim: --state-dir, --oci-root, --pod and --serve are required")
 		return 2
 	}
+	// The role marks this process only (its /proc environ keeps it), not
+	// the hooks and execs it starts.
+	os.Unsetenv(proc.RoleEnv)
 	// Signals meant for the terminal or session that ran podlab are not ours.
 	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
 	err := func() error {

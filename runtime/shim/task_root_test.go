@@ -2,6 +2,7 @@ package shim
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -138,7 +139,7 @@ type taskTest struct {
 	oci        *oci.Runtime
 	podID      string
 	socket     string
-	cgroupBase string // parent of the containers' cgroups, e.g. /podlab-shimtest-1a2b3c4d
+	cgroupBase string // parent of the containers' cgroups, under podlab's where the leak check looks: /podlab/shimtest-1a2b3c4d
 	ids        []string
 }
 
@@ -189,6 +190,7 @@ func (tt *taskTest) cleanup(shimPID *int, shimStart *uint64) {
 		if err := os.Remove(d); err != nil {
 			tt.t.Errorf("cleanup: %v", err)
 		}
+		os.Remove(filepath.Dir(d)) // podlab's parent, unless a pod uses it
 	}
 	os.Remove(tt.socket)
 }
@@ -214,7 +216,7 @@ func TestTaskShim(t *testing.T) {
 		stateDir:   filepath.Join(dir, "state"),
 		oci:        &oci.Runtime{Root: filepath.Join(dir, "oci")},
 		podID:      state.NewID(),
-		cgroupBase: "/podlab-shimtest-" + randHex(4),
+		cgroupBase: "/podlab/shimtest-" + randHex(4),
 	}
 	tt.socket = SocketPath(tt.stateDir, tt.podID)
 	var shimPID int
@@ -240,6 +242,10 @@ func TestTaskShim(t *testing.T) {
 	}
 	if sid, err := unixGetsid(shimPID); err != nil || sid != shimPID {
 		t.Errorf("shim session: %d, %v; want its own (%d)", sid, err, shimPID)
+	}
+	// The leak check finds a leftover shim by its role marker.
+	if env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", shimPID)); err != nil || !bytes.Contains(env, []byte("\x00"+proc.RoleEnv+"="+proc.RoleShim+"\x00")) {
+		t.Errorf("shim environment lacks %s=%s (%v): %q", proc.RoleEnv, proc.RoleShim, err, env)
 	}
 
 	c, err := Dial(tt.socket)

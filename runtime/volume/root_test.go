@@ -22,11 +22,10 @@ import (
 // Teardown, fsGroup ownership.
 
 // rootDir prepares a root test: root required (skip, or fail when CI=true),
-// the shared leak check registered as the first cleanup (so it runs last),
-// then a temp dir, then a cleanup that fails the test if a
-// mount is left under that dir and removes it so the host stays clean. The
-// shared checker only looks at /run/podlab and /var/lib/podlab; this covers
-// the temp dir these tests use instead.
+// the leak check registered as the first cleanup (so it runs last), then a
+// temp dir, then a cleanup that fails the test if a mount is left under
+// that dir and unmounts it, so that one failure leaves the host clean for
+// the tests after it.
 func rootDir(t *testing.T) string {
 	t.Helper()
 	testutil.RequireRoot(t)
