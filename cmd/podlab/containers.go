@@ -87,6 +87,7 @@ fields, env overrides) and the stage table to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rec := trace.New()
+			go runtime.Warm()
 			mf, err := parseManifest(file, rec)
 			if err != nil {
 				return err
