@@ -32,7 +32,7 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	podlabBin = filepath.Join(dir, "bin", "podlab")
 	for pkg, out := range map[string]string{"../../cmd/podlab": podlabBin, "../../pause": filepath.Join(dir, "bin", "podlab-pause"), "../../cmd/podlab-shim": filepath.Join(dir, "bin", "podlab-shim")} {
-		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd := testutil.GoBuild("-o", out, pkg)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, b)
 			return 1

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podlab/podlab/internal/oci"
+	"github.com/podlab/podlab/internal/testutil"
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/config"
 	"github.com/podlab/podlab/runtime/inject"
@@ -78,7 +79,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	ShimBinary = filepath.Join(dir, "podlab-shim")
-	build = exec.Command("go", "build", "-o", ShimBinary, "./cmd/podlab-shim")
+	build = testutil.GoBuild("-o", ShimBinary, "./cmd/podlab-shim")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building shim: %v\n%s", err, out)
