@@ -99,6 +99,9 @@ func (r *Runtime) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ *C
 	if spec.Root == nil || !filepath.IsAbs(spec.Root.Path) {
 		return nil, errors.New("oci: spec.root.path must be absolute")
 	}
+	if spec.Linux != nil && spec.Linux.Seccomp != nil && !SeccompSupported {
+		return nil, fmt.Errorf("creating container %s: %w", id, ErrSeccompNotBuilt)
+	}
 	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
 		CgroupName:   id,
 		NoNewKeyring: true,
