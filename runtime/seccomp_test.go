@@ -134,6 +134,8 @@ func TestLocalhostSeccompProfile(t *testing.T) {
 		{"bad action", write("action.json", `{"defaultAction": "SCMP_ACT_MAYBE"}`), filepath.Join(dir, "action.json") + ": "},
 		{"bad arch", write("arch.json", `{"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_Z80"]}`), filepath.Join(dir, "arch.json") + ": "},
 		{"empty", write("empty.json", `{}`), filepath.Join(dir, "empty.json") + ": no defaultAction and no syscalls"},
+		{"a device", "/dev/zero", "seccomp profile /dev/zero: not a regular file"},
+		{"too large", write("large.json", `{"defaultAction": "SCMP_ACT_ALLOW", "comment": "`+strings.Repeat("x", 1<<20)+`"}`), filepath.Join(dir, "large.json") + ": larger than"},
 		{"relative", "profiles/p.json", `"profiles/p.json": a Localhost profile is an absolute path`},
 	}
 	for _, tt := range tests {

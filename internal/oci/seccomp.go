@@ -3,6 +3,7 @@ package oci
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/moby/profiles/seccomp"
@@ -14,6 +15,10 @@ import (
 // SeccompSupported reports whether this binary's libcontainer loads
 // seccomp filters: built with cgo, libseccomp and the seccomp build tag.
 const SeccompSupported = libcontainerseccomp.Enabled
+
+// maxProfileSize bounds a profile file: moby's default profile is 20 kB as
+// JSON, and a request must not make podlab read without end.
+const maxProfileSize = 1 << 20
 
 // ErrSeccompNotBuilt is the answer to a container that asks for a seccomp
 // profile from a podlab built without seccomp: running it unconfined would
@@ -36,7 +41,7 @@ func DefaultSeccomp(spec *specs.Spec) (*specs.LinuxSeccomp, error) {
 // the shim. A profile with no default action and no rules is refused:
 // libcontainer would run such a container unconfined.
 func LoadSeccomp(path string, spec *specs.Spec) (*specs.LinuxSeccomp, error) {
-	data, err := os.ReadFile(path)
+	data, err := readProfile(path)
 	if err != nil {
 		return nil, fmt.Errorf("seccomp profile %s: %w", path, err)
 	}
@@ -51,4 +56,30 @@ func LoadSeccomp(path string, spec *specs.Spec) (*specs.LinuxSeccomp, error) {
 		return nil, fmt.Errorf("seccomp profile %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// readProfile reads a profile file: a regular file (not a FIFO or a device
+// such as /dev/zero, which a request could name), of at most
+// maxProfileSize bytes.
+func readProfile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s)", st.Mode().Type())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxProfileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxProfileSize {
+		return nil, fmt.Errorf("larger than %d bytes", maxProfileSize)
+	}
+	return data, nil
 }
