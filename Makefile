@@ -51,6 +51,7 @@ fuzz:
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzParse$$' ./internal/manifest
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzExpand$$' ./runtime/env
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzUnpackLayer$$' ./rootfs
+	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzCRIToOCI$$' ./runtime
 
 # docs/*.md from docs/src/*.md.in, with real (masked) podlab output.
 docs: setup build

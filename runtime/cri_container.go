@@ -348,6 +348,26 @@ func validContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 		if kv.Key == "" || strings.ContainsAny(kv.Key, "=\x00") {
 			return errdefs.InvalidArgument("config.envs[%d].key: %q is not a variable name", i, kv.Key)
 		}
+		if err := noNUL(fmt.Sprintf("config.envs[%d].value", i), string(kv.Value)); err != nil {
+			return err
+		}
+	}
+	for i, a := range cfg.Command {
+		if err := noNUL(fmt.Sprintf("config.command[%d]", i), a); err != nil {
+			return err
+		}
+	}
+	for i, a := range cfg.Args {
+		if err := noNUL(fmt.Sprintf("config.args[%d]", i), a); err != nil {
+			return err
+		}
+	}
+	// The OCI spec's process.cwd is absolute (runc refuses it otherwise,
+	// in the container's init).
+	if cfg.WorkingDir != "" {
+		if err := validContainerPath("config.working_dir", cfg.WorkingDir); err != nil {
+			return err
+		}
 	}
 	return nil
 }

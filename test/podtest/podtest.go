@@ -41,6 +41,13 @@ func Main(m *testing.M) {
 	os.Exit(run(m))
 }
 
+// fuzzing reports whether this is a fuzzing run (go test -fuzz) or one of
+// its workers.
+func fuzzing() bool {
+	f, w := flag.Lookup("test.fuzz"), flag.Lookup("test.fuzzworker")
+	return f != nil && f.Value.String() != "" || w != nil && w.Value.String() == "true"
+}
+
 // hookMain is `podlab hook create-container`.
 func hookMain() int {
 	mounts, err := inject.DecodeHookMounts(os.Getenv(inject.HookMountsEnv))
@@ -62,6 +69,9 @@ func repoRoot() string {
 func run(m *testing.M) int {
 	if os.Geteuid() != 0 {
 		return m.Run() // root tests skip (or fail under CI=true) on their own
+	}
+	if fuzzing() {
+		return m.Run() // a fuzz target runs no pod, in each of its workers
 	}
 	dir, err := os.MkdirTemp("", "podlab-podtest-")
 	if err != nil {
