@@ -157,3 +157,15 @@ func TestLocalhostSeccompProfile(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkRuntimeDefaultSpec is what RuntimeDefault adds to each
+// CreateContainer in podlab: resolving moby's profile for the container
+// (the filter itself is compiled and loaded in the container's init).
+func BenchmarkRuntimeDefaultSpec(b *testing.B) {
+	rd := &runtimeapi.LinuxContainerSecurityContext{Seccomp: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}}
+	for b.Loop() {
+		if _, err := applySeccomp(specWithCaps(defaultCaps...), rd); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
