@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the deprecated seccomp_profile_path is tested on purpose: containerd still honours it, and so does podlab
+
 package runtime
 
 import (
