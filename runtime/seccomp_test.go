@@ -35,6 +35,19 @@ func allowed(p *specs.LinuxSeccomp, name string) bool {
 	return false
 }
 
+// wantInvalid checks err: an InvalidArgument containing want, or, with
+// want empty, none. It reports whether the test goes on to check a result.
+func wantInvalid(t *testing.T, err error, want string) bool {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Fatal(err)
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want) || !errdefs.IsInvalidArgument(err)):
+		t.Fatalf("err = %v, want InvalidArgument containing %q", err, want)
+	}
+	return want == ""
+}
+
 func TestSeccompProfileFromRequest(t *testing.T) {
 	rd := runtimeapi.SecurityProfile_RuntimeDefault
 	lh := runtimeapi.SecurityProfile_Localhost
@@ -60,14 +73,8 @@ func TestSeccompProfileFromRequest(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := seccompProfile(tt.sc)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errdefs.IsInvalidArgument(err) {
-					t.Fatalf("err = %v, want InvalidArgument containing %q", err, tt.wantErr)
-				}
+			if !wantInvalid(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got.GetProfileType() != tt.want.GetProfileType() || got.GetLocalhostRef() != tt.want.GetLocalhostRef() || (got == nil) != (tt.want == nil) {
 				t.Errorf("got %v, want %v", got, tt.want)
@@ -144,14 +151,8 @@ func TestLocalhostSeccompProfile(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := specWithCaps(defaultCaps...)
 			got, err := applySeccomp(s, &runtimeapi.LinuxContainerSecurityContext{Seccomp: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: tt.ref}})
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errdefs.IsInvalidArgument(err) {
-					t.Fatalf("err = %v, want InvalidArgument containing %q", err, tt.wantErr)
-				}
+			if !wantInvalid(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got != SeccompLocalhost+" "+good || s.Linux.Seccomp.DefaultAction != specs.ActAllow || allowed(s.Linux.Seccomp, "mkdir") {
 				t.Errorf("applied %q: %+v", got, s.Linux.Seccomp)

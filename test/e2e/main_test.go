@@ -82,7 +82,13 @@ func (r result) failsNaming(t *testing.T, what, want string) {
 // podlab runs the binary with the test config.
 func podlab(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(podlabBin, append([]string{"--config", configPath}, args...)...)
+	return podlabConfig(t, configPath, stdin, args...)
+}
+
+// podlabConfig is podlab with another config file.
+func podlabConfig(t *testing.T, config, stdin string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(podlabBin, append([]string{"--config", config}, args...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if stdin != "" {

@@ -77,7 +77,7 @@ func TestCRISeccompProfiles(t *testing.T) {
 		}
 		return r.ContainerId
 	}
-	exec := func(id string, cmd ...string) (string, int32) {
+	execSync := func(id string, cmd ...string) (string, int32) {
 		t.Helper()
 		r, err := rt.ExecSync(ctx(), &pb.ExecSyncRequest{ContainerId: id, Cmd: cmd, Timeout: 30})
 		if err != nil {
@@ -128,12 +128,12 @@ func TestCRISeccompProfiles(t *testing.T) {
 		{"unconfined-admin", []string{"ptrace-sibling"}, "ok"},
 	}
 	for _, p := range probes {
-		if out, _ := exec(ctrs[p.ctr], append([]string{"/sysprobe"}, p.args...)...); out != p.want {
+		if out, _ := execSync(ctrs[p.ctr], append([]string{"/sysprobe"}, p.args...)...); out != p.want {
 			t.Errorf("%s: sysprobe %s = %q, want %q", p.ctr, strings.Join(p.args, " "), out, p.want)
 		}
 	}
 	for name, want := range map[string]string{"default": "2", "default-admin": "2", "old-path": "2", "unconfined": "0", "none": "0", "unconfined-admin": "0"} {
-		if out, _ := exec(ctrs[name], "sh", "-c", "grep '^Seccomp:' /proc/1/status"); strings.Fields(out)[len(strings.Fields(out))-1] != want {
+		if out, _ := execSync(ctrs[name], "sh", "-c", "grep '^Seccomp:' /proc/1/status"); strings.Fields(out)[len(strings.Fields(out))-1] != want {
 			t.Errorf("%s: /proc/1/status %q, want Seccomp: %s", name, out, want)
 		}
 	}
@@ -145,14 +145,14 @@ func TestCRISeccompProfiles(t *testing.T) {
 			oldPath = "localhost/" + noMkdir
 		}
 		id := start(name, sp, oldPath)
-		if out, code := exec(id, "mkdir", "/tmp/d"); code == 0 || !strings.Contains(out, "Operation not permitted") {
+		if out, code := execSync(id, "mkdir", "/tmp/d"); code == 0 || !strings.Contains(out, "Operation not permitted") {
 			t.Errorf("%s: mkdir under a profile that blocks it: exit %d, %q", name, code, out)
 		}
-		if out, code := exec(id, "touch", "/tmp/f"); code != 0 {
+		if out, code := execSync(id, "touch", "/tmp/f"); code != 0 {
 			t.Errorf("%s: touch: exit %d, %q", name, code, out)
 		}
 	}
-	if out, code := exec(ctrs["default"], "mkdir", "/tmp/d"); code != 0 {
+	if out, code := execSync(ctrs["default"], "mkdir", "/tmp/d"); code != 0 {
 		t.Errorf("default: mkdir: exit %d, %q", code, out)
 	}
 
@@ -204,18 +204,8 @@ func TestRunSeccompDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(stdin string, args ...string) result {
-		cmd := exec.Command(podlabBin, append([]string{"--config", cfg}, args...)...)
-		cmd.Stdin = strings.NewReader(stdin)
-		var out, errb strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("podlab %v: %v", args, err)
-		}
-		return result{out.String(), errb.String(), code}
+		t.Helper()
+		return podlabConfig(t, cfg, stdin, args...)
 	}
 	const pod = `apiVersion: v1
 kind: Pod
