@@ -82,13 +82,13 @@ func (r result) failsNaming(t *testing.T, what, want string) {
 // podlab runs the binary with the test config.
 func podlab(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
-	return podlabConfig(t, configPath, stdin, args...)
+	return podlabWith(t, podlabBin, configPath, stdin, args...)
 }
 
-// podlabConfig is podlab with another config file.
-func podlabConfig(t *testing.T, config, stdin string, args ...string) result {
+// podlabWith is podlab with another binary or config file.
+func podlabWith(t *testing.T, bin, config, stdin string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(podlabBin, append([]string{"--config", config}, args...)...)
+	cmd := exec.Command(bin, append([]string{"--config", config}, args...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if stdin != "" {

@@ -205,7 +205,7 @@ func TestRunSeccompDefault(t *testing.T) {
 	}
 	run := func(stdin string, args ...string) result {
 		t.Helper()
-		return podlabConfig(t, cfg, stdin, args...)
+		return podlabWith(t, podlabBin, cfg, stdin, args...)
 	}
 	const pod = `apiVersion: v1
 kind: Pod
@@ -274,4 +274,45 @@ spec:
 	if r := run("", "exec", "e2e-seccomp", "-c", "nomkdir", "--", "mkdir", "/tmp/d"); r.code == 0 || !strings.Contains(r.stderr+r.stdout, "Operation not permitted") {
 		t.Errorf("mkdir under the Localhost profile: exit %d %q %q", r.code, r.stdout, r.stderr)
 	}
+}
+
+// A podlab built without the seccomp tag refuses a container that asks for
+// a profile, naming the cause, rather than run it unconfined; it leaves
+// nothing behind.
+func TestNoSeccompBuildRefusesProfiles(t *testing.T) {
+	rootSetup(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "podlab")
+	build := exec.Command("go", "build", "-tags=", "-o", bin, "../../cmd/podlab")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building podlab without the seccomp tag: %v\n%s", err, out)
+	}
+	base, err := os.ReadFile(configPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binDir := filepath.Dir(podlabBin)
+	cfg := filepath.Join(dir, "podlab.yaml")
+	extra := "pauseBinary: " + filepath.Join(binDir, "podlab-pause") + "\nshimBinary: " + filepath.Join(binDir, "podlab-shim") + "\n"
+	if err := os.WriteFile(cfg, append(base, extra...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const pod = `apiVersion: v1
+kind: Pod
+metadata: {name: e2e-noseccomp}
+spec:
+  containers:
+  - name: app
+    image: busybox
+    command: ["sleep", "300"]
+`
+	r := podlabWith(t, bin, cfg, pod, "run", "-q", "-f", "-")
+	if r.code == 0 {
+		podlabWith(t, bin, cfg, "", "rm", "-f", "e2e-noseccomp")
+		t.Fatalf("podlab without seccomp ran a RuntimeDefault container:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stderr, "RuntimeDefault profile asked for: this podlab was built without seccomp support") {
+		t.Errorf("run: exit %d, want the cause named:\n%s", r.code, r.stderr)
+	}
+	noState(t)
 }
