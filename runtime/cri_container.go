@@ -19,6 +19,7 @@ import (
 	"github.com/podlab/podlab/internal/cleanup"
 	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/failpoint"
+	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/rootfs"
@@ -174,8 +175,48 @@ func (r *Runtime) containerLogPath(p *state.Pod, cfg *runtimeapi.ContainerConfig
 
 // containerSpec builds and writes the container's OCI spec (config.json)
 // and its layers (layers.json: the CRI config as the client sent it, and
-// the OCI spec podlab made of it).
+// the OCI spec podlab made of it). The request is converted before
+// anything is made for it.
 func (r *Runtime) containerSpec(p *state.Pod, req *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, bundle, id string) error {
+	cfg, err := criDefaults(p, req, r.Sandbox.Store.PodDir(p.ID))
+	if err != nil {
+		return err
+	}
+	inj, err := r.runtimeInjection(p, cfg.Metadata.Name, isInitContainer(cfg))
+	if err != nil {
+		return err
+	}
+	hook, err := r.hookFor(inj)
+	if err != nil {
+		return err
+	}
+	spec, profile, err := ociSpec(p, cfg, img, rootfsPath, id, inj, hook)
+	if err != nil {
+		return err
+	}
+	if spec.Linux.Seccomp != nil && !oci.SeccompSupported {
+		return errdefs.Wrap(errdefs.ErrUnimplemented, fmt.Errorf("config.linux.security_context.seccomp: %s profile asked for: %w", profile, oci.ErrSeccompNotBuilt))
+	}
+	for _, m := range cfg.Mounts {
+		// containerd makes a missing host path a directory, as docker -v does.
+		if _, err := os.Stat(m.HostPath); errors.Is(err, os.ErrNotExist) {
+			if err := os.MkdirAll(m.HostPath, 0o755); err != nil {
+				return fmt.Errorf("config.mounts: creating host path %s: %w", m.HostPath, err)
+			}
+		}
+	}
+	criJSON, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	l := &Layers{CRI: criJSON, OCI: spec, Injection: inj, Seccomp: profile}
+	return l.write(bundle)
+}
+
+// criDefaults is the ContainerConfig as CreateContainer reads it: a copy
+// of req with what the client left out filled in (the sandbox's
+// namespaces, the pod's hosts, hostname and resolv.conf files in podDir).
+func criDefaults(p *state.Pod, req *runtimeapi.ContainerConfig, podDir string) (*runtimeapi.ContainerConfig, error) {
 	cfg := proto.Clone(req).(*runtimeapi.ContainerConfig)
 	if cfg.Linux == nil {
 		cfg.Linux = &runtimeapi.LinuxContainerConfig{}
@@ -191,43 +232,34 @@ func (r *Runtime) containerSpec(p *state.Pod, req *runtimeapi.ContainerConfig, i
 		sc.NamespaceOptions = &runtimeapi.NamespaceOption{Network: nsMode(p.HostNetwork), Ipc: nsMode(p.HostIPC), Pid: podPIDMode(p)}
 	}
 	if sc.NamespaceOptions.Pid == runtimeapi.NamespaceMode_TARGET {
-		return errdefs.Unimplemented("config.linux.security_context.namespace_options.pid: TARGET is not supported yet")
+		return nil, errdefs.Unimplemented("config.linux.security_context.namespace_options.pid: TARGET is not supported yet")
 	}
 	// The runtime's own files, unless the client mounts its own (the
 	// kubelet mounts the /etc/hosts it manages).
 	for _, f := range []struct{ name, path string }{{"hosts", "/etc/hosts"}, {"hostname", "/etc/hostname"}, {"resolv.conf", "/etc/resolv.conf"}} {
 		if !hasMount(cfg.Mounts, f.path) {
-			cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: f.path, HostPath: filepath.Join(r.Sandbox.Store.PodDir(p.ID), "etc", f.name)})
+			cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: f.path, HostPath: filepath.Join(podDir, "etc", f.name)})
 		}
 	}
-	for _, m := range cfg.Mounts {
-		// containerd makes a missing host path a directory, as docker -v does.
-		if _, err := os.Stat(m.HostPath); errors.Is(err, os.ErrNotExist) {
-			if err := os.MkdirAll(m.HostPath, 0o755); err != nil {
-				return fmt.Errorf("config.mounts: creating host path %s: %w", m.HostPath, err)
-			}
-		}
-	}
-	inj, err := r.runtimeInjection(p, cfg.Metadata.Name, isInitContainer(cfg))
-	if err != nil {
-		return err
-	}
-	hook, err := r.hookFor(inj)
-	if err != nil {
-		return err
-	}
+	return cfg, nil
+}
+
+// ociSpec is CreateContainer's CRI → OCI conversion, with no side effect:
+// cfg (from criDefaults) on img and p's sandbox, with the runtime-point
+// injection and hook. It also returns the seccomp profile applied (see
+// applySeccomp). Its errors are InvalidArgument, naming the field.
+func ociSpec(p *state.Pod, cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, id string, inj *inject.Injection, hook *specs.Hook) (*specs.Spec, string, error) {
 	spec, err := buildOCI(cfg, img, rootfsPath, id, sandboxOf(p), inj, hook)
 	if err != nil {
-		return errdefs.Wrap(errdefs.ErrInvalidArgument, err)
+		return nil, "", errdefs.Wrap(errdefs.ErrInvalidArgument, err)
+	}
+	profile, err := applySeccomp(spec, cfg.Linux.SecurityContext)
+	if err != nil {
+		return nil, "", err
 	}
 	spec.Annotations["io.kubernetes.cri.sandbox-name"] = p.Name
 	spec.Annotations["io.kubernetes.cri.sandbox-namespace"] = p.Namespace
-	criJSON, err := json.Marshal(req)
-	if err != nil {
-		return err
-	}
-	l := &Layers{CRI: criJSON, OCI: spec, Injection: inj}
-	return l.write(bundle)
+	return spec, profile, nil
 }
 
 // runtimeInjection resolves the runtime- and hook-point rules for a
@@ -315,6 +347,26 @@ func validContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 	for i, kv := range cfg.Envs {
 		if kv.Key == "" || strings.ContainsAny(kv.Key, "=\x00") {
 			return errdefs.InvalidArgument("config.envs[%d].key: %q is not a variable name", i, kv.Key)
+		}
+		if err := noNUL(fmt.Sprintf("config.envs[%d].value", i), string(kv.Value)); err != nil {
+			return err
+		}
+	}
+	for i, a := range cfg.Command {
+		if err := noNUL(fmt.Sprintf("config.command[%d]", i), a); err != nil {
+			return err
+		}
+	}
+	for i, a := range cfg.Args {
+		if err := noNUL(fmt.Sprintf("config.args[%d]", i), a); err != nil {
+			return err
+		}
+	}
+	// The OCI spec's process.cwd is absolute (runc refuses it otherwise,
+	// in the container's init).
+	if cfg.WorkingDir != "" {
+		if err := validContainerPath("config.working_dir", cfg.WorkingDir); err != nil {
+			return err
 		}
 	}
 	return nil

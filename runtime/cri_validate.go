@@ -55,6 +55,9 @@ func cleanAbs(p string) bool { return filepath.IsAbs(p) && filepath.Clean(p) == 
 // (inside a container a runtime resolves it within the rootfs, but a
 // request that tries to climb out is wrong, not something to fix up).
 func validContainerPath(field, p string) error {
+	if err := noNUL(field, p); err != nil {
+		return err
+	}
 	if !filepath.IsAbs(p) {
 		return errdefs.InvalidArgument("%s: %q must be absolute", field, p)
 	}
@@ -62,6 +65,15 @@ func validContainerPath(field, p string) error {
 		if comp == ".." {
 			return errdefs.InvalidArgument("%s: %q must not contain '..'", field, p)
 		}
+	}
+	return nil
+}
+
+// noNUL refuses a NUL byte in a string that becomes a C string (a path,
+// an argument, an environment entry): the kernel would cut it there.
+func noNUL(field, s string) error {
+	if strings.IndexByte(s, 0) >= 0 {
+		return errdefs.InvalidArgument("%s: %q contains a NUL byte", field, s)
 	}
 	return nil
 }

@@ -84,6 +84,10 @@ type Layers struct {
 	// layer, for a container made by CRI CreateContainer (for one of
 	// `podlab run`, inspect resolves it again from the manifest).
 	Injection *inject.Injection `json:"injection,omitempty"`
+	// Seccomp is the profile the OCI layer's linux.seccomp holds:
+	// RuntimeDefault, "Localhost <file>" or Unconfined (empty: made before
+	// podlab had seccomp).
+	Seccomp string `json:"seccomp,omitempty"`
 }
 
 func (l *Layers) write(dir string) error {

@@ -96,8 +96,11 @@ rm -rf "$SNIP" "$IDS"
 mkdir -p "$SNIP"
 : > "$IDS"
 
+# The list is read whole: `image ls | grep -q` fails under pipefail when
+# grep exits before podlab has written its last line (SIGPIPE).
+images=$("$PODLAB_BIN" --config "$BASE" image ls)
 for img in busybox:latest podlab-demo:latest; do
-  "$PODLAB_BIN" --config "$BASE" image ls | grep -q "^$img " ||
+  grep -q "^$img " <<<"$images" ||
     die "image $img is missing: run sudo scripts/setup.sh and sudo scripts/demo-image.sh"
 done
 

@@ -10,7 +10,8 @@ CNI_BIN_DIR=${CNI_BIN_DIR:-/opt/podlab/cni/bin}
 PLUGINS=(loopback bridge host-local portmap)
 CRICTL_VERSION=${CRICTL_VERSION:-v1.37.0}
 CRICTL_BIN_DIR=${CRICTL_BIN_DIR:-/opt/podlab/bin}
-APT_PACKAGES=(iptables busybox-static iproute2 gcc make libc6-dev ca-certificates util-linux runc)
+# libseccomp-dev and pkg-config: podlab builds libcontainer with seccomp (cgo).
+APT_PACKAGES=(iptables busybox-static iproute2 gcc make libc6-dev libseccomp-dev pkg-config ca-certificates util-linux runc)
 
 say() { echo "setup: $*"; }
 

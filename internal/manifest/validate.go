@@ -139,6 +139,7 @@ func (v *podValidator) spec(p *field.Path) {
 		for i, g := range sc.SupplementalGroups {
 			v.id(scp.Child("supplementalGroups").Index(i), &g, validation.IsValidGroupID)
 		}
+		v.seccompProfile(scp.Child("seccompProfile"), sc.SeccompProfile)
 	}
 	v.nonRoot(p)
 }
@@ -243,6 +244,7 @@ func (v *podValidator) container(c *corev1.Container, p *field.Path, volumes set
 		if sc.Privileged != nil && *sc.Privileged && sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation {
 			v.add(field.Invalid(scp, "", "cannot set `allowPrivilegeEscalation` to false and `privileged` to true"))
 		}
+		v.seccompProfile(scp.Child("seccompProfile"), sc.SeccompProfile)
 	}
 }
 
@@ -540,6 +542,30 @@ func (v *podValidator) volumeMounts(mounts []corev1.VolumeMount, p *field.Path, 
 
 // relativePath is the API server's validateLocalDescendingPath: the path
 // stays inside the directory it is joined to.
+// seccompProfile checks a seccompProfile as the API server does: a known
+// type; a localhostProfile, a relative path without '..', for Localhost
+// and for it only.
+func (v *podValidator) seccompProfile(p *field.Path, sp *corev1.SeccompProfile) {
+	if sp == nil {
+		return
+	}
+	types := []corev1.SeccompProfileType{corev1.SeccompProfileTypeRuntimeDefault, corev1.SeccompProfileTypeUnconfined, corev1.SeccompProfileTypeLocalhost}
+	switch {
+	case sp.Type == "":
+		v.add(field.Required(p.Child("type"), ""))
+	case !slices.Contains(types, sp.Type):
+		v.add(field.NotSupported(p.Child("type"), sp.Type, types))
+	case sp.Type == corev1.SeccompProfileTypeLocalhost:
+		if sp.LocalhostProfile == nil || *sp.LocalhostProfile == "" {
+			v.add(field.Required(p.Child("localhostProfile"), "must be set when seccomp type is Localhost"))
+		} else {
+			v.relativePath(p.Child("localhostProfile"), *sp.LocalhostProfile)
+		}
+	case sp.LocalhostProfile != nil:
+		v.add(field.Invalid(p.Child("localhostProfile"), *sp.LocalhostProfile, "can only be set when seccomp type is Localhost"))
+	}
+}
+
 func (v *podValidator) relativePath(p *field.Path, s string) {
 	if path.IsAbs(s) {
 		v.add(field.Invalid(p, s, "must be a relative path"))

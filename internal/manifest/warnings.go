@@ -73,6 +73,7 @@ var supportTable = sync.OnceValue(func() map[string]rule {
 		"spec.securityContext.runAsNonRoot":       handled,
 		"spec.securityContext.supplementalGroups": handled,
 		"spec.securityContext.fsGroup":            handled,
+		"spec.securityContext.seccompProfile":     handled,
 		// Values that change nothing without a cluster, or are the defaults
 		// `kubectl get -o yaml` prints.
 		"spec.enableServiceLinks":           handled, // no Services, so no service env vars either way
@@ -116,6 +117,7 @@ var supportTable = sync.OnceValue(func() map[string]rule {
 		"securityContext.privileged":               handled,
 		"securityContext.capabilities":             handled,
 		"securityContext.allowPrivilegeEscalation": handled,
+		"securityContext.seccompProfile":           handled,
 
 		"imagePullPolicy": {
 			kind:   values,

@@ -19,6 +19,7 @@ import (
 
 	_ "github.com/opencontainers/cgroups/devices" // device rules for the fs cgroup manager
 	"github.com/opencontainers/runc/libcontainer"
+	"github.com/opencontainers/runc/libcontainer/configs"
 	_ "github.com/opencontainers/runc/libcontainer/nsenter" // the C constructor that joins namespaces before Go starts
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -99,20 +100,12 @@ func (r *Runtime) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ *C
 	if spec.Root == nil || !filepath.IsAbs(spec.Root.Path) {
 		return nil, errors.New("oci: spec.root.path must be absolute")
 	}
-	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
-		CgroupName:   id,
-		NoNewKeyring: true,
-		Spec:         spec,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("converting OCI spec of %s: %w", id, err)
+	if spec.Linux != nil && spec.Linux.Seccomp != nil && !SeccompSupported {
+		return nil, fmt.Errorf("creating container %s: %w", id, ErrSeccompNotBuilt)
 	}
-	if bundle != "" {
-		for i, l := range cfg.Labels {
-			if strings.HasPrefix(l, "bundle=") {
-				cfg.Labels[i] = "bundle=" + bundle
-			}
-		}
+	cfg, err := LibcontainerConfig(id, bundle, spec)
+	if err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(r.Root, 0o700); err != nil {
 		return nil, err
@@ -157,6 +150,28 @@ func (c *Created) Destroy() error {
 	c.c.Signal(syscall.SIGKILL)
 	c.p.Wait()
 	return c.c.Destroy()
+}
+
+// LibcontainerConfig is spec as libcontainer runs it: converted by
+// specconv as `runc create` does, its bundle label set to bundle (when not
+// empty). libcontainer.Create validates it (libcontainer/configs/validate).
+func LibcontainerConfig(id, bundle string, spec *specs.Spec) (*configs.Config, error) {
+	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
+		CgroupName:   id,
+		NoNewKeyring: true,
+		Spec:         spec,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("converting OCI spec of %s: %w", id, err)
+	}
+	if bundle != "" {
+		for i, l := range cfg.Labels {
+			if strings.HasPrefix(l, "bundle=") {
+				cfg.Labels[i] = "bundle=" + bundle
+			}
+		}
+	}
+	return cfg, nil
 }
 
 var devNull *os.File

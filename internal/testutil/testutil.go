@@ -5,8 +5,10 @@ package testutil
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +44,25 @@ func RepoRoot(t testing.TB) string {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// BuildTags are the build tags of the running binary (`go test -tags`).
+func BuildTags() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "-tags" {
+				return s.Value
+			}
+		}
+	}
+	return ""
+}
+
+// GoBuild is `go build args...` with the running test's build tags: the
+// podlab and shim binaries a root test builds get what `make test` gives
+// the test itself (seccomp), and a plain `go test` build neither.
+func GoBuild(args ...string) *exec.Cmd {
+	return exec.Command("go", append([]string{"build", "-tags=" + BuildTags()}, args...)...)
 }
 
 // LeakCheck fails the test if it left anything on the host (see

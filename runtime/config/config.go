@@ -31,8 +31,12 @@ type Config struct {
 	NamespacesDir string `json:"namespacesDir"`
 	ImageDir      string `json:"imageDir"`
 	LogDir        string `json:"logDir"`
-	CgroupParent  string `json:"cgroupParent"`
-	PauseBinary   string `json:"pauseBinary"`
+	// SeccompProfileRoot is where a pod's Localhost seccomp profiles are
+	// (securityContext.seccompProfile.localhostProfile is relative to it),
+	// as the kubelet's <root-dir>/seccomp.
+	SeccompProfileRoot string `json:"seccompProfileRoot"`
+	CgroupParent       string `json:"cgroupParent"`
+	PauseBinary        string `json:"pauseBinary"`
 	// ShimBinary is the per-pod shim; "" = podlab-shim next to podlab,
 	// then $PATH.
 	ShimBinary             string `json:"shimBinary"`
@@ -105,7 +109,7 @@ func Load(path string) (*Config, error) {
 
 // Validate checks the fields podlab relies on.
 func (c *Config) Validate() error {
-	for name, p := range map[string]string{"stateDir": c.StateDir, "netnsDir": c.NetNSDir, "namespacesDir": c.NamespacesDir, "imageDir": c.ImageDir, "logDir": c.LogDir, "cgroupParent": c.CgroupParent} {
+	for name, p := range map[string]string{"stateDir": c.StateDir, "netnsDir": c.NetNSDir, "namespacesDir": c.NamespacesDir, "imageDir": c.ImageDir, "logDir": c.LogDir, "seccompProfileRoot": c.SeccompProfileRoot, "cgroupParent": c.CgroupParent} {
 		if !filepath.IsAbs(p) || filepath.Clean(p) != p {
 			return fmt.Errorf("%s: must be a clean absolute path, got %q", name, p)
 		}

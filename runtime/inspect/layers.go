@@ -119,6 +119,9 @@ type Layer struct {
 	// HookMounts (oci only) are in hooks.createContainer: config.json
 	// names them, but no mount of this layer makes them.
 	HookMounts []Mount `json:"hookMounts,omitempty"`
+	// Seccomp (oci and process only) is the seccomp profile config.json
+	// holds (OCISeccomp), or the mode the live process runs in.
+	Seccomp string `json:"seccomp,omitempty"`
 	// Error says why the layer could not be read (e.g. the container is
 	// not running, for the process layer).
 	Error string `json:"error,omitempty"`
@@ -132,6 +135,44 @@ type Process struct {
 	Environ   []string
 	Mountinfo []*mountinfo.Info
 	Host      []*mountinfo.Info
+	// Seccomp is the Seccomp: field of /proc/PID/status (SeccompFilter
+	// when a filter confines it).
+	Seccomp string
+}
+
+// The seccomp modes /proc/PID/status shows.
+const (
+	SeccompDisabled = "0"
+	SeccompStrict   = "1"
+	SeccompFilter   = "2"
+)
+
+var seccompModes = map[string]string{SeccompDisabled: "disabled", SeccompStrict: "strict", SeccompFilter: "filter"}
+
+// seccompMode is a Seccomp: value with its name ("2 (filter)").
+func seccompMode(v string) string {
+	if name, ok := seccompModes[v]; ok {
+		return v + " (" + name + ")"
+	}
+	return v
+}
+
+// OCISeccomp describes config.json's seccomp profile: profile (layers.json's
+// name for it, "" if unknown), its default action and how many syscalls its
+// rules name. Unconfined when the spec has none.
+func OCISeccomp(s *specs.Spec, profile string) string {
+	if s == nil || s.Linux == nil || s.Linux.Seccomp == nil {
+		return runtime.SeccompUnconfined + " (no linux.seccomp)"
+	}
+	if profile == "" {
+		profile = "linux.seccomp"
+	}
+	sc := s.Linux.Seccomp
+	n := 0
+	for _, r := range sc.Syscalls {
+		n += len(r.Names)
+	}
+	return fmt.Sprintf("%s (defaultAction %s, %d rules naming %d syscalls)", profile, sc.DefaultAction, len(sc.Syscalls), n)
 }
 
 // PodSpecLayer is the container as written in the manifest.
@@ -306,6 +347,7 @@ func OCILayer(s *specs.Spec) Layer {
 		l.Mounts = append(l.Mounts, om)
 	}
 	l.HookMounts = ociHookMounts(s)
+	l.Seccomp = OCISeccomp(s, "")
 	return l
 }
 
@@ -350,6 +392,7 @@ func ProcessLayer(p *Process, spec *specs.Spec) Layer {
 	}
 	l.Title = fmt.Sprintf("live process (/proc/%d/environ, /proc/%d/mountinfo)", p.PID, p.PID)
 	l.Env = parseEnv(p.Environ)
+	l.Seccomp = seccompMode(p.Seccomp)
 	var masked, readonly []string
 	if spec != nil && spec.Linux != nil {
 		masked, readonly = spec.Linux.MaskedPaths, spec.Linux.ReadonlyPaths
@@ -445,6 +488,8 @@ func BuildLayers(pod *corev1.Pod, container string, stored *runtime.Layers, proc
 		for i := 1; i < len(ls); i++ {
 			ls[i].Error = noStoredLayers
 		}
+	} else {
+		ls[3].Seccomp = OCISeccomp(spec, stored.Seccomp)
 	}
 	return append(ls, processLayer(proc, spec, procErr))
 }
@@ -466,6 +511,8 @@ func BuildCRILayers(stored *runtime.Layers, proc *Process, procErr string) []Lay
 		for i := range ls {
 			ls[i].Error = noStoredLayers
 		}
+	} else {
+		ls[1].Seccomp = OCISeccomp(spec, stored.Seccomp)
 	}
 	return append(ls, processLayer(proc, spec, procErr))
 }

@@ -131,6 +131,9 @@ func WriteLayer(w io.Writer, r *Report, l *Layer) {
 		fmt.Fprintln(tw, "  (none)\t")
 	}
 	tw.Flush()
+	if l.Seccomp != "" {
+		fmt.Fprintf(w, "\n  SECCOMP  %s\n", l.Seccomp)
+	}
 }
 
 func rw(ro bool) string {

@@ -43,7 +43,21 @@ func ReadProcess(pid int) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the host's mounts: %w", err)
 	}
-	return &Process{PID: pid, Cmdline: splitNul(cmdline), Environ: splitNul(environ), Mountinfo: mounts, Host: host}, nil
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, fmt.Errorf("reading the status of pid %d: %w", pid, err)
+	}
+	return &Process{PID: pid, Cmdline: splitNul(cmdline), Environ: splitNul(environ), Mountinfo: mounts, Host: host, Seccomp: statusField(status, "Seccomp")}, nil
+}
+
+// statusField is the value of a /proc/PID/status line ("Seccomp:\t2").
+func statusField(status []byte, name string) string {
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 func splitNul(b []byte) []string {

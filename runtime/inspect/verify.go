@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/podlab/podlab/internal/state"
+	"github.com/podlab/podlab/runtime"
 	"github.com/podlab/podlab/runtime/env"
 	"github.com/podlab/podlab/runtime/inject"
 	"github.com/podlab/podlab/runtime/kubecontainer"
@@ -168,11 +169,35 @@ func verifyContainer(p *state.Pod, pod *corev1.Pod, c *state.Container, rules Ru
 	for _, it := range items {
 		checks = append(checks, checkItem(name, it, layers, stored.Options, want, storedOnly))
 	}
+	if proc != nil {
+		checks = append(checks, checkSeccomp(name, stored, proc))
+	}
 	caBundle := CABundlePath(podDir)
 	if !cri {
 		caBundle = caBundleOf(p, podDir)
 	}
 	return append(checks, checkExcluded(name, rules, inj, items, layers, caBundle, points)...)
+}
+
+// checkSeccomp checks that a live process with a seccomp profile in its
+// config.json runs under a filter (Seccomp: 2 in /proc/PID/status). One
+// without a profile may install a filter of its own: no failure.
+func checkSeccomp(name string, stored *runtime.Layers, proc *Process) Check {
+	profile := stored.Seccomp
+	if profile == "" {
+		profile = "linux.seccomp"
+	}
+	ch := Check{Container: name, Item: "seccomp", OK: true}
+	switch {
+	case stored.OCI == nil || stored.OCI.Linux == nil || stored.OCI.Linux.Seccomp == nil:
+		ch.Detail = fmt.Sprintf("Seccomp: %s, unconfined as config.json asks", seccompMode(proc.Seccomp))
+	case proc.Seccomp == SeccompFilter:
+		ch.Detail = fmt.Sprintf("Seccomp: %s, as %s asks", seccompMode(proc.Seccomp), profile)
+	default:
+		ch.OK = false
+		ch.Detail = fmt.Sprintf("Seccomp: %s, but config.json asks for %s (want %s)", seccompMode(proc.Seccomp), profile, seccompMode(SeccompFilter))
+	}
+	return ch
 }
 
 // containerLabel names c in verify's checks: its name, and its attempt

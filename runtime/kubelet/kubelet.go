@@ -442,7 +442,7 @@ func (k *Kubelet) containerConfig(mf *manifest.Manifest, pc plannedContainer, se
 	}
 	in := Input{
 		Pod: mf.Pod, Container: c, Init: pc.init, Inject: inj, Volumes: volMounts, PodFiles: []Mount{hosts},
-		LogPath:  filepath.Join(c.Name, "0.log"),
+		LogPath: filepath.Join(c.Name, "0.log"), SeccompProfileRoot: k.Config.SeccompProfileRoot,
 		EnvInput: env.Input{Container: c, Pod: podInfo, ConfigMaps: mf.ConfigMaps, Secrets: mf.Secrets, Image: pc.imageEnv, ImageRef: pc.image, Policy: k.Config.EnvPolicy},
 	}
 	opts, err := BuildOptions(in)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/internal/manifest"
@@ -260,5 +261,34 @@ func TestRunPodSameUIDRefused(t *testing.T) {
 	}
 	if st, ok, _ := k.Status("11111111-2222-3333-4444-555555555555"); !ok || st.Phase != PhaseRunning || st.Name != "web" {
 		t.Errorf("first pod's status %+v after the second's rollback", st)
+	}
+}
+
+// The kubelet half asks for RuntimeDefault unless the pod or the container
+// says otherwise (the container's field wins), as the kubelet with
+// SeccompDefault does.
+func TestSeccompProfileDefaultsToRuntimeDefault(t *testing.T) {
+	rd, un, lh := corev1.SeccompProfileTypeRuntimeDefault, corev1.SeccompProfileTypeUnconfined, corev1.SeccompProfileTypeLocalhost
+	file := "profiles/no-mkdir.json"
+	tests := []struct {
+		name    string
+		pod     *corev1.PodSecurityContext
+		ctr     *corev1.SecurityContext
+		want    runtimeapi.SecurityProfile_ProfileType
+		wantRef string
+	}{
+		{"nothing said", nil, nil, runtimeapi.SecurityProfile_RuntimeDefault, ""},
+		{"security contexts without seccomp", &corev1.PodSecurityContext{}, &corev1.SecurityContext{}, runtimeapi.SecurityProfile_RuntimeDefault, ""},
+		{"pod Unconfined", &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: un}}, nil, runtimeapi.SecurityProfile_Unconfined, ""},
+		{"container overrides pod", &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: un}}, &corev1.SecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: rd}}, runtimeapi.SecurityProfile_RuntimeDefault, ""},
+		{"container Localhost", nil, &corev1.SecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: lh, LocalhostProfile: &file}}, runtimeapi.SecurityProfile_Localhost, "/var/lib/podlab/seccomp/profiles/no-mkdir.json"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := seccompProfile(tt.pod, tt.ctr, "/var/lib/podlab/seccomp")
+			if got.ProfileType != tt.want || got.LocalhostRef != tt.wantRef {
+				t.Errorf("got %v, want %v %q", got, tt.want, tt.wantRef)
+			}
+		})
 	}
 }

@@ -1,6 +1,8 @@
 package kubelet
 
 import (
+	"path/filepath"
+
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -34,6 +36,9 @@ type Input struct {
 	Volumes   []specs.Mount // from volume.PodVolumes.Mounts
 	PodFiles  []Mount       // the kubelet-managed /etc/hosts
 	LogPath   string        // relative to the sandbox's log_directory
+	// SeccompProfileRoot is the directory a Localhost seccompProfile's
+	// localhostProfile is relative to.
+	SeccompProfileRoot string
 }
 
 // BuildOptions is the kubelet layer: the container's envs (every source,
@@ -123,6 +128,7 @@ func BuildCRI(in Input, o *RunContainerOptions, ns *runtimeapi.NamespaceOption) 
 	}
 	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: ns, NoNewPrivs: true}
 	applySecurityContext(sc, in.Pod.Spec.SecurityContext, c.SecurityContext)
+	sc.Seccomp = seccompProfile(in.Pod.Spec.SecurityContext, c.SecurityContext, in.SeccompProfileRoot)
 	res := &runtimeapi.LinuxContainerResources{}
 	if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
 		res.CpuPeriod = 100000
@@ -150,6 +156,27 @@ func milliCPUToShares(milli int64) int64 {
 		return 2
 	}
 	return shares
+}
+
+// seccompProfile is the container's seccomp profile as the kubelet with
+// SeccompDefault sends it: the container's seccompProfile, else the pod's,
+// else RuntimeDefault. A Localhost profile's file is under root. The
+// manifest's validation has checked the fields.
+func seccompProfile(pod *corev1.PodSecurityContext, c *corev1.SecurityContext, root string) *runtimeapi.SecurityProfile {
+	var sp *corev1.SeccompProfile
+	if pod != nil {
+		sp = pod.SeccompProfile
+	}
+	if c != nil && c.SeccompProfile != nil {
+		sp = c.SeccompProfile
+	}
+	switch {
+	case sp == nil || sp.Type == corev1.SeccompProfileTypeRuntimeDefault:
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
+	case sp.Type == corev1.SeccompProfileTypeLocalhost && sp.LocalhostProfile != nil:
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: filepath.Join(root, *sp.LocalhostProfile)}
+	}
+	return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
 }
 
 // applySecurityContext merges the pod's and the container's security

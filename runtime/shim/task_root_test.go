@@ -64,7 +64,7 @@ func runTests(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	root := filepath.Join("..", "..")
 	shimBinary = filepath.Join(dir, "podlab-shim")
-	build := exec.Command("go", "build", "-o", shimBinary, "./cmd/podlab-shim")
+	build := testutil.GoBuild("-o", shimBinary, "./cmd/podlab-shim")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building shim: %v\n%s", err, out)

@@ -32,7 +32,7 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	podlabBin = filepath.Join(dir, "bin", "podlab")
 	for pkg, out := range map[string]string{"../../cmd/podlab": podlabBin, "../../pause": filepath.Join(dir, "bin", "podlab-pause"), "../../cmd/podlab-shim": filepath.Join(dir, "bin", "podlab-shim")} {
-		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd := testutil.GoBuild("-o", out, pkg)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, b)
 			return 1
@@ -82,7 +82,13 @@ func (r result) failsNaming(t *testing.T, what, want string) {
 // podlab runs the binary with the test config.
 func podlab(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(podlabBin, append([]string{"--config", configPath}, args...)...)
+	return podlabWith(t, podlabBin, configPath, stdin, args...)
+}
+
+// podlabWith is podlab with another binary or config file.
+func podlabWith(t *testing.T, bin, config, stdin string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"--config", config}, args...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if stdin != "" {

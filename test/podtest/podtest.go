@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podlab/podlab/internal/oci"
+	"github.com/podlab/podlab/internal/testutil"
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/config"
 	"github.com/podlab/podlab/runtime/inject"
@@ -40,6 +41,13 @@ func Main(m *testing.M) {
 	os.Exit(run(m))
 }
 
+// fuzzing reports whether this is a fuzzing run (go test -fuzz) or one of
+// its workers.
+func fuzzing() bool {
+	f, w := flag.Lookup("test.fuzz"), flag.Lookup("test.fuzzworker")
+	return f != nil && f.Value.String() != "" || w != nil && w.Value.String() == "true"
+}
+
 // hookMain is `podlab hook create-container`.
 func hookMain() int {
 	mounts, err := inject.DecodeHookMounts(os.Getenv(inject.HookMountsEnv))
@@ -62,6 +70,9 @@ func run(m *testing.M) int {
 	if os.Geteuid() != 0 {
 		return m.Run() // root tests skip (or fail under CI=true) on their own
 	}
+	if fuzzing() {
+		return m.Run() // a fuzz target runs no pod, in each of its workers
+	}
 	dir, err := os.MkdirTemp("", "podlab-podtest-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -78,7 +89,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	ShimBinary = filepath.Join(dir, "podlab-shim")
-	build = exec.Command("go", "build", "-o", ShimBinary, "./cmd/podlab-shim")
+	build = testutil.GoBuild("-o", ShimBinary, "./cmd/podlab-shim")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building shim: %v\n%s", err, out)
