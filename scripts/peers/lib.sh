@@ -131,6 +131,10 @@ EOF
 
 # podlab_manifest NAME COMMAND...: a one-container pod, busybox, restartPolicy
 # Never, with an env var (CA injection comes from podlab's default config).
+# Unconfined, as the runc, ctr and scripted-floor peers run theirs (runc
+# spec's config and ctr run set no seccomp profile): `podlab run` applies
+# RuntimeDefault otherwise, whose filter libseccomp compiles in every
+# container's init, 30-38 ms here (docs/benchmarks.md).
 podlab_manifest() {
   local name=$1; shift
   local args="" a
@@ -144,6 +148,9 @@ metadata:
 spec:
   restartPolicy: Never
   terminationGracePeriodSeconds: 0
+  securityContext:
+    seccompProfile:
+      type: Unconfined
   containers:
   - name: app
     image: busybox
