@@ -117,11 +117,7 @@ var supportTable = sync.OnceValue(func() map[string]rule {
 		"securityContext.capabilities":             handled,
 		"securityContext.allowPrivilegeEscalation": handled,
 
-		"imagePullPolicy": {
-			kind:   values,
-			values: []string{string(corev1.PullIfNotPresent), string(corev1.PullNever)},
-			msg:    "%q is not supported by podlab (it has no registry), treated as IfNotPresent",
-		},
+		"imagePullPolicy":          handled,
 		"terminationMessagePath":   only(corev1.TerminationMessagePathDefault),
 		"terminationMessagePolicy": only(string(corev1.TerminationMessageReadFile)),
 	}
