@@ -102,6 +102,8 @@ type puller struct {
 	pull map[*endpoint]*remote.Puller
 
 	progressMu sync.Mutex
+	// fetched are the blobs this pull put in the cache.
+	fetched []digest.Digest
 }
 
 func (p *puller) progress(ev Progress) {
@@ -329,7 +331,7 @@ func classify(err error) error {
 	return err
 }
 
-func (s *Store) pull(ctx context.Context, r Ref, o PullOptions) (*Image, error) {
+func (s *Store) pull(ctx context.Context, r Ref, o PullOptions) (_ *Image, retErr error) {
 	eps, err := o.Registry.endpoints(r.Domain)
 	if err != nil {
 		return nil, errdefs.Wrap(errdefs.ErrInvalidArgument, err)
@@ -339,6 +341,13 @@ func (s *Store) pull(ctx context.Context, r Ref, o PullOptions) (*Image, error) 
 		return nil, err
 	}
 	p := &puller{s: s, ref: r, o: o, eps: eps, kc: &keychain{domain: r.Domain, upstream: eps[len(eps)-1].host, cri: o.Auth, docker: docker}, pull: map[*endpoint]*remote.Puller{}}
+	// A pull that fails leaves nothing, the blobs it verified included;
+	// one interrupted (cancelled, or killed) keeps those for the next.
+	defer func() {
+		if retErr != nil && ctx.Err() == nil {
+			p.dropFetched()
+		}
+	}()
 
 	// Resolve: a tag needs an endpoint that may resolve; a digest can be
 	// fetched from any that may pull.
@@ -672,8 +681,23 @@ func (p *puller) ensureBlob(ctx context.Context, eps []*endpoint, can func(*endp
 	if err := os.Rename(tmp, final); err != nil {
 		return err
 	}
+	p.mu.Lock()
+	p.fetched = append(p.fetched, desc.Digest)
+	p.mu.Unlock()
 	p.progress(Progress{Layer: i, Layers: n, Digest: desc.Digest, State: ProgressVerified, Done: desc.Size, Total: desc.Size})
 	return nil
+}
+
+// dropFetched removes the blobs this pull downloaded, each under its lock.
+func (p *puller) dropFetched() {
+	for _, d := range p.fetched {
+		unlock, err := p.s.lockDigest(context.Background(), d)
+		if err != nil {
+			continue
+		}
+		os.Remove(p.s.blobPath(d))
+		unlock()
+	}
 }
 
 func (s *Store) hasLayer(diffID digest.Digest) bool {

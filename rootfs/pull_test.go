@@ -1,8 +1,13 @@
 package rootfs
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +19,8 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/opencontainers/go-digest"
 
 	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/testregistry"
@@ -359,5 +366,152 @@ func TestPullErrorKinds(t *testing.T) {
 	}
 	if imgs, _ := s.List(); len(imgs) != 0 {
 		t.Errorf("failed pulls stored %v", imgs)
+	}
+}
+
+// rawLayer is a layer whose bytes and diffID are what the test says, true
+// or not: for registries serving bad content.
+type rawLayer struct {
+	compressed []byte
+	diffID     v1.Hash
+}
+
+func (l rawLayer) Digest() (v1.Hash, error) {
+	h, _, err := v1.SHA256(bytes.NewReader(l.compressed))
+	return h, err
+}
+func (l rawLayer) DiffID() (v1.Hash, error) { return l.diffID, nil }
+func (l rawLayer) Compressed() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(l.compressed)), nil
+}
+func (l rawLayer) Uncompressed() (io.ReadCloser, error) { return nil, errors.New("not needed") }
+func (l rawLayer) Size() (int64, error)                 { return int64(len(l.compressed)), nil }
+func (l rawLayer) MediaType() (types.MediaType, error)  { return types.DockerLayer, nil }
+
+func gzipBytes(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(b)
+	zw.Close()
+	return buf.Bytes()
+}
+
+// Bad input: each pull fails naming the cause, and nothing is stored (no
+// record, no layer, no blob, nothing being unpacked).
+func TestPullBadInput(t *testing.T) {
+	reg := testregistry.Start(t)
+	base := testregistry.BusyboxLayer(t)
+	good := testImage(t, base, "good")
+	reg.Push(t, "good:1", good)
+	m, _ := good.Manifest()
+	top := m.Layers[1].Digest
+
+	// A layer whose gzip stream stops halfway, its digest matching the
+	// truncated bytes.
+	full := testregistry.Layer(t, testregistry.File{Path: "big", Body: bytes.Repeat([]byte("0123456789abcdef"), 1<<14)})
+	rc, _ := full.Compressed()
+	fullBytes, _ := io.ReadAll(rc)
+	fullDiff, _ := full.DiffID()
+	reg.Push(t, "truncated:1", testregistry.Image(t, goruntime.GOARCH, base, rawLayer{compressed: fullBytes[:len(fullBytes)/2], diffID: fullDiff}))
+
+	// A gzip bomb: 64 MiB of zeros in a tar, a few KiB compressed.
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	tw.WriteHeader(&tar.Header{Name: "zeros", Mode: 0o644, Size: 64 << 20, Typeflag: tar.TypeReg})
+	tw.Write(make([]byte, 64<<20))
+	tw.Close()
+	bomb := gzipBytes(t, tb.Bytes())
+	reg.Push(t, "bomb:1", testregistry.Image(t, goruntime.GOARCH, rawLayer{compressed: bomb, diffID: v1.Hash{Algorithm: "sha256", Hex: digest.FromBytes(tb.Bytes()).Encoded()}}))
+
+	for _, tc := range []struct {
+		name, ref string
+		hook      func(w http.ResponseWriter, r *http.Request) bool
+		edit      func(*Store, *PullOptions)
+		want      string
+	}{
+		{name: "blob content does not match its digest", ref: "good:1", want: "sha256",
+			hook: func(w http.ResponseWriter, r *http.Request) bool {
+				if !strings.HasSuffix(r.URL.Path, "/blobs/"+top.String()) {
+					return false
+				}
+				l, _ := good.LayerByDigest(top)
+				rc, _ := l.Compressed()
+				b, _ := io.ReadAll(rc)
+				b[len(b)/2] ^= 0xff
+				w.Write(b)
+				return true
+			}},
+		{name: "truncated layer", ref: "truncated:1", want: "unexpected EOF"},
+		{name: "gzip bomb", ref: "bomb:1", want: "over the 1048576-byte layer limit",
+			edit: func(s *Store, _ *PullOptions) { s.MaxLayerSize = 1 << 20 }},
+		{name: "layer over the download limit", ref: "good:1", want: "over the 1024-byte limit for a layer",
+			edit: func(_ *Store, o *PullOptions) { o.Registry.MaxLayerBytes = 1024 }},
+		{name: "manifest over its limit", ref: "good:1", want: "more than the 100",
+			edit: func(_ *Store, o *PullOptions) { o.Registry.MaxManifestBytes = 100 }},
+		{name: "registry closes the connection midway", ref: "good:1", want: "unexpected EOF",
+			hook: func(w http.ResponseWriter, r *http.Request) bool {
+				if !strings.HasSuffix(r.URL.Path, "/blobs/"+top.String()) {
+					return false
+				}
+				l, _ := good.LayerByDigest(top)
+				size, _ := l.Size()
+				conn, bw, _ := w.(http.Hijacker).Hijack()
+				fmt.Fprintf(bw, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", size)
+				rc, _ := l.Compressed()
+				io.CopyN(bw, rc, size/2)
+				bw.Flush()
+				conn.Close()
+				return true
+			}},
+		{name: "registry hangs", ref: "good:1", want: "no response for 1s",
+			edit: func(_ *Store, o *PullOptions) { o.Registry.RequestTimeoutSeconds = 1 },
+			hook: func(w http.ResponseWriter, r *http.Request) bool {
+				if !strings.Contains(r.URL.Path, "/blobs/") {
+					return false
+				}
+				select {
+				case <-r.Context().Done():
+				case <-time.After(10 * time.Second):
+				}
+				return true
+			}},
+		{name: "unknown tag", ref: "good:2", want: "MANIFEST_UNKNOWN"},
+		{name: "upper case", ref: "Good:1", want: "must be lowercase"},
+		{name: "dot dot", ref: "x/../good:1", want: "invalid image reference"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openStore(t)
+			o := pullOpts()
+			if tc.edit != nil {
+				tc.edit(s, &o)
+			}
+			reg.SetHook(tc.hook)
+			defer reg.SetHook(nil)
+			ref := tc.ref
+			if !strings.Contains(ref, "..") && !strings.HasPrefix(ref, "Good") {
+				ref = reg.Ref(ref)
+			}
+			start := time.Now()
+			_, err := s.Pull(context.Background(), ref, o)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Pull = %v, want an error naming %q", err, tc.want)
+			}
+			t.Log(err)
+			if d := time.Since(start); d > 8*time.Second {
+				t.Errorf("the pull took %s to fail", d)
+			}
+			if imgs, _ := s.List(); len(imgs) != 0 {
+				t.Errorf("a failed pull listed %v", imgs)
+			}
+			if n := layerCount(t, s); n != 0 {
+				t.Errorf("a failed pull left %d layers", n)
+			}
+			for _, dir := range []string{"blobs/sha256", "blobs/ingest", "tmp"} {
+				if left, _ := os.ReadDir(filepath.Join(s.Root(), dir)); len(left) != 0 {
+					t.Errorf("a failed pull left %s/%s", dir, left[0].Name())
+				}
+			}
+		})
 	}
 }

@@ -287,7 +287,7 @@ func baseTransport(ep *endpoint, timeout time.Duration) *http.Transport {
 		DialContext:           (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext,
 		TLSClientConfig:       ep.tls.Clone(),
 		TLSHandshakeTimeout:   timeout,
-		ResponseHeaderTimeout: timeout,
+		ResponseHeaderTimeout: 2 * timeout, // epTransport times out first, with a better message
 		ExpectContinueTimeout: time.Second,
 		MaxIdleConnsPerHost:   8,
 		IdleConnTimeout:       90 * time.Second,
