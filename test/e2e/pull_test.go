@@ -41,16 +41,8 @@ func writeConfig(t *testing.T, dir, extra string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A top-level key of extra replaces the base's.
-	var kept []string
-	for _, l := range strings.Split(string(base), "\n") {
-		if k, _, ok := strings.Cut(l, ":"); ok && !strings.HasPrefix(l, " ") && strings.Contains("\n"+extra, "\n"+k+":") {
-			continue
-		}
-		kept = append(kept, l)
-	}
 	p := filepath.Join(dir, "podlab.yaml")
-	if err := os.WriteFile(p, []byte(strings.Join(kept, "\n")+extra), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte(mergeConfig(string(base), extra)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p
