@@ -373,4 +373,3 @@ func waitLog(t *testing.T, cfg, pod, want string) {
 	}
 	t.Errorf("logs of %s: %q %s, want %q", pod, r.stdout, r.stderr, want)
 }
-
