@@ -170,6 +170,14 @@ EOF
   echo
   cat "$P/targets.md"
   echo
+  if [ -s "$P/pull-bytes.md" ]; then
+    echo "### Image pull: bytes the registry sent (issue 19)"
+    echo
+    echo "Median per round, from the loopback registry's access log: a cold pull of the 4-layer image, then of a second image sharing all but its last layer."
+    echo
+    cat "$P/pull-bytes.md"
+    echo
+  fi
   echo "## podlab stage breakdown"
   echo
   if [ "$HAVE_BENCH" = 1 ]; then
