@@ -161,6 +161,7 @@ type endpoint struct {
 	resolve bool
 	mirror  bool
 	tls     *tls.Config
+	caFile  string // what tls.RootCAs was read from, for the transport cache
 }
 
 func (e *endpoint) String() string {
@@ -207,6 +208,7 @@ func (c *RegistryConfig) endpoints(domain string) ([]*endpoint, error) {
 				ep.resolve = true
 			}
 		}
+		ep.caFile = e.CAFile
 		if ep.tls, err = tlsConfig(e.SkipVerify, e.CAFile); err != nil {
 			return nil, fmt.Errorf("registry.hosts[%q].endpoints[%d]: %w", domain, i, err)
 		}
@@ -228,6 +230,7 @@ func (c *RegistryConfig) endpoints(domain string) ([]*endpoint, error) {
 		up.scheme = ""
 	}
 	var err error
+	up.caFile = h.CAFile
 	if up.tls, err = tlsConfig(h.SkipVerify, h.CAFile); err != nil {
 		return nil, fmt.Errorf("registry.hosts[%q]: %w", domain, err)
 	}
@@ -235,7 +238,7 @@ func (c *RegistryConfig) endpoints(domain string) ([]*endpoint, error) {
 }
 
 func tlsConfig(skipVerify bool, caFile string) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: skipVerify} //nolint:gosec // an explicit hosts setting
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: skipVerify} // an explicit hosts setting
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
 		if err != nil {
@@ -272,11 +275,15 @@ var (
 // baseTransport keeps one http.Transport (and its idle connections) per
 // endpoint TLS setting, across pulls.
 func baseTransport(ep *endpoint, timeout time.Duration) *http.Transport {
-	key := fmt.Sprintf("%s|%v|%p|%s", ep.host, ep.tls.InsecureSkipVerify, ep.tls.RootCAs, timeout)
-	if ep.tls.RootCAs != nil {
-		// Each pull reads the CA file anew: key on its subjects instead.
-		key = fmt.Sprintf("%s|%v|%d|%s", ep.host, ep.tls.InsecureSkipVerify, len(ep.tls.RootCAs.Subjects()), timeout) //nolint:staticcheck // only a cache key
+	// A CA file is keyed by its path and modification time: a changed
+	// file gets a new transport.
+	var mtime time.Time
+	if ep.caFile != "" {
+		if fi, err := os.Stat(ep.caFile); err == nil {
+			mtime = fi.ModTime()
+		}
 	}
+	key := fmt.Sprintf("%s|%v|%s|%d|%s", ep.host, ep.tls.InsecureSkipVerify, ep.caFile, mtime.UnixNano(), timeout)
 	baseTransportsMu.Lock()
 	defer baseTransportsMu.Unlock()
 	if t, ok := baseTransports[key]; ok {
