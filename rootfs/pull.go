@@ -775,5 +775,36 @@ func (s *Store) commitPull(ctx context.Context, p *puller, rec record, layers []
 	if err := s.gcLayers(); err != nil {
 		return nil, err
 	}
+	s.gcBlobs()
 	return s.image(rec), nil
+}
+
+// staleBlobAge is how long a verified blob no pull came back for (its
+// pull killed, and never retried) stays in the cache.
+const staleBlobAge = 24 * time.Hour
+
+// gcBlobs removes cached blobs and abandoned downloads older than
+// staleBlobAge, each only if no pull holds its lock now. Called with the
+// store lock held.
+func (s *Store) gcBlobs() {
+	for _, dir := range []string{filepath.Join(s.root, "blobs", "sha256"), filepath.Join(s.root, "blobs", "ingest")} {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			fi, err := e.Info()
+			if err != nil || time.Since(fi.ModTime()) < staleBlobAge || len(e.Name()) < 2 {
+				continue
+			}
+			f, err := os.OpenFile(filepath.Join(s.root, "blobs", "locks", e.Name()[:2]), os.O_RDWR|os.O_CREATE, 0o600)
+			if err != nil {
+				continue
+			}
+			if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+				os.Remove(filepath.Join(dir, e.Name()))
+			}
+			f.Close()
+		}
+	}
 }

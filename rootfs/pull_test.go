@@ -515,3 +515,26 @@ func TestPullBadInput(t *testing.T) {
 		})
 	}
 }
+
+// Blobs a killed pull left, and nobody came back for, go after a day.
+func TestGCStaleBlobs(t *testing.T) {
+	reg := testregistry.Start(t)
+	reg.Push(t, "g:1", testImage(t, testregistry.BusyboxLayer(t)))
+	s := openStore(t)
+	os.MkdirAll(filepath.Join(s.Root(), "blobs", "sha256"), 0o700)
+	os.MkdirAll(filepath.Join(s.Root(), "blobs", "locks"), 0o700)
+	old, fresh := filepath.Join(s.Root(), "blobs", "sha256", strings.Repeat("a", 64)), filepath.Join(s.Root(), "blobs", "sha256", strings.Repeat("b", 64))
+	os.WriteFile(old, []byte("x"), 0o600)
+	os.WriteFile(fresh, []byte("y"), 0o600)
+	long := time.Now().Add(-2 * staleBlobAge)
+	os.Chtimes(old, long, long)
+	if _, err := s.Pull(context.Background(), reg.Ref("g:1"), pullOpts()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Errorf("a day-old blob survived: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("a fresh blob was removed: %v", err)
+	}
+}
