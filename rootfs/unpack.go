@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
+	// A drop-in for compress/gzip that inflates about twice as fast.
+	"github.com/klauspost/compress/gzip"
 	"golang.org/x/sys/unix"
 )
 
