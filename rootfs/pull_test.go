@@ -538,3 +538,39 @@ func TestGCStaleBlobs(t *testing.T) {
 		t.Errorf("a fresh blob was removed: %v", err)
 	}
 }
+
+// The anonymous token flow public registries use: a 401 with a Bearer
+// challenge, a token from the realm, then the request with it.
+func TestPullAnonymousBearerToken(t *testing.T) {
+	reg := testregistry.Start(t)
+	reg.Push(t, "public/app:1", testImage(t, testregistry.BusyboxLayer(t)))
+	var tokens int
+	var mu sync.Mutex
+	reg.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path == "/token" {
+			mu.Lock()
+			tokens++
+			mu.Unlock()
+			if r.URL.Query().Get("scope") != "repository:public/app:pull" || r.Header.Get("Authorization") != "" {
+				http.Error(w, "bad token request "+r.URL.RawQuery, http.StatusBadRequest)
+				return true
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"token": "anon-token"}`)
+			return true
+		}
+		if r.Header.Get("Authorization") == "Bearer anon-token" {
+			return false
+		}
+		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm="http://%s/token",service="test"`, r.Host))
+		http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"token required"}]}`, http.StatusUnauthorized)
+		return true
+	})
+	s := openStore(t)
+	if _, err := s.Pull(context.Background(), reg.Ref("public/app:1"), pullOpts()); err != nil {
+		t.Fatal(err)
+	}
+	if tokens == 0 {
+		t.Error("no token was fetched")
+	}
+}
