@@ -67,6 +67,7 @@ var supportTable = sync.OnceValue(func() map[string]rule {
 		"spec.shareProcessNamespace":              handled,
 		"spec.hostname":                           handled,
 		"spec.subdomain":                          handled,
+		"spec.imagePullSecrets":                   handled, // credentials for PullImage
 		"spec.securityContext":                    walkIn,
 		"spec.securityContext.runAsUser":          handled,
 		"spec.securityContext.runAsGroup":         handled,

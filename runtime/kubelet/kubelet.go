@@ -101,7 +101,8 @@ type plannedContainer struct {
 // does before SyncPod acts: each image is there or pulled as its
 // imagePullPolicy says (EnsureImageExists), device plugins and
 // kubelet-point rules resolve.
-func (k *Kubelet) plan(ctx context.Context, pod *corev1.Pod) ([]plannedContainer, error) {
+func (k *Kubelet) plan(ctx context.Context, mf *manifest.Manifest) ([]plannedContainer, error) {
+	pod := mf.Pod
 	var out []plannedContainer
 	ensured := map[string]*runtimeapi.ImageStatusResponse{}
 	add := func(cs []corev1.Container, init bool) error {
@@ -110,7 +111,7 @@ func (k *Kubelet) plan(ctx context.Context, pod *corev1.Pod) ([]plannedContainer
 			st, ok := ensured[c.Image+"|"+string(c.ImagePullPolicy)]
 			if !ok {
 				var err error
-				if st, err = k.ensureImage(ctx, c); err != nil {
+				if st, err = k.ensureImage(ctx, mf, c); err != nil {
 					return err
 				}
 				ensured[c.Image+"|"+string(c.ImagePullPolicy)] = st
@@ -158,7 +159,7 @@ func familiar(ref string) string {
 // image imported into the store (podlab image import) came from no
 // registry, so Always uses it as it is rather than fail to reach one. A
 // pull is a stage of the pod's trace.
-func (k *Kubelet) ensureImage(ctx context.Context, c *corev1.Container) (*runtimeapi.ImageStatusResponse, error) {
+func (k *Kubelet) ensureImage(ctx context.Context, mf *manifest.Manifest, c *corev1.Container) (*runtimeapi.ImageStatusResponse, error) {
 	spec := &runtimeapi.ImageSpec{Image: c.Image}
 	st, err := k.RT.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec, Verbose: true})
 	if err != nil {
@@ -183,8 +184,12 @@ func (k *Kubelet) ensureImage(ctx context.Context, c *corev1.Container) (*runtim
 	if !pull {
 		return st, nil
 	}
+	auth, err := pullSecretAuth(mf, c.Image)
+	if err != nil {
+		return nil, fmt.Errorf("container %q: %w", c.Name, err)
+	}
 	end := trace.FromContext(ctx).Start("pull " + c.Image)
-	_, err = k.RT.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec})
+	_, err = k.RT.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, Auth: auth})
 	end(err)
 	if err != nil {
 		return nil, fmt.Errorf("container %q: ErrImagePull: imagePullPolicy %s: %w", c.Name, policy, err)
@@ -333,7 +338,7 @@ func (k *Kubelet) RunPod(ctx context.Context, mf *manifest.Manifest) (podID stri
 	rec := trace.FromContext(ctx)
 	pod := mf.Pod
 	end := rec.Start("plan")
-	planned, err := k.plan(ctx, pod)
+	planned, err := k.plan(ctx, mf)
 	var sbCfg *runtimeapi.PodSandboxConfig
 	if err == nil {
 		sbCfg, err = k.SandboxConfig(pod)
@@ -567,4 +572,64 @@ func writeHosts(podDir string, pod *corev1.Pod, ips []string) (Mount, error) {
 		return Mount{}, err
 	}
 	return Mount{ContainerPath: "/etc/hosts", HostPath: path, Source: MountFromPod, Origin: "hosts"}, nil
+}
+
+// pullSecretAuth is the credential the pod's imagePullSecrets hold for
+// image's registry, as the kubelet's keyring finds it: the first
+// kubernetes.io/dockerconfigjson (or legacy dockercfg) Secret, in the
+// order listed, with an entry for the registry. nil: none (the runtime
+// then uses its own configuration).
+func pullSecretAuth(mf *manifest.Manifest, image string) (*runtimeapi.AuthConfig, error) {
+	ref, err := rootfs.ParseRef(image)
+	if err != nil {
+		return nil, nil // the runtime names the bad reference
+	}
+	for _, ps := range mf.Pod.Spec.ImagePullSecrets {
+		sec := mf.Secrets[ps.Name]
+		if sec == nil {
+			continue // the kubelet skips a missing pull secret too
+		}
+		var auths map[string]struct {
+			Username, Password, Auth, IdentityToken, RegistryToken string
+		}
+		switch sec.Type {
+		case corev1.SecretTypeDockerConfigJson:
+			var f struct {
+				Auths json.RawMessage `json:"auths"`
+			}
+			if err := json.Unmarshal(sec.Data[corev1.DockerConfigJsonKey], &f); err != nil {
+				return nil, fmt.Errorf("imagePullSecrets %q: %s: %w", ps.Name, corev1.DockerConfigJsonKey, err)
+			}
+			if err := json.Unmarshal(f.Auths, &auths); err != nil {
+				return nil, fmt.Errorf("imagePullSecrets %q: auths: %w", ps.Name, err)
+			}
+		case corev1.SecretTypeDockercfg:
+			if err := json.Unmarshal(sec.Data[corev1.DockerConfigKey], &auths); err != nil {
+				return nil, fmt.Errorf("imagePullSecrets %q: %s: %w", ps.Name, corev1.DockerConfigKey, err)
+			}
+		default:
+			continue
+		}
+		for server, a := range auths {
+			if registryOf(server) == ref.Domain {
+				return &runtimeapi.AuthConfig{Username: a.Username, Password: a.Password, Auth: a.Auth,
+					IdentityToken: a.IdentityToken, RegistryToken: a.RegistryToken, ServerAddress: ref.Domain}, nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+// registryOf is the registry host of a docker config "auths" key
+// ("https://index.docker.io/v1/" → docker.io).
+func registryOf(server string) string {
+	if _, rest, ok := strings.Cut(server, "://"); ok {
+		server = rest
+	}
+	server, _, _ = strings.Cut(server, "/")
+	switch server {
+	case "index.docker.io", "registry-1.docker.io":
+		return rootfs.DefaultDomain
+	}
+	return server
 }

@@ -31,6 +31,7 @@ type fakeRuntime struct {
 	// remote: images a registry has; pulled: those pulled (then present,
 	// with a repo digest).
 	remote, pulled map[string]bool
+	auths          []*runtimeapi.AuthConfig // of each PullImage
 }
 
 func (f *fakeRuntime) call(name string) error {
@@ -119,6 +120,7 @@ func (f *fakeRuntime) PullImage(_ context.Context, r *runtimeapi.PullImageReques
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.auths = append(f.auths, r.Auth)
 	if !f.remote[r.Image.Image] {
 		return nil, errors.New("not found in the registry")
 	}
@@ -353,5 +355,29 @@ func TestRunPodPullPolicy(t *testing.T) {
 				t.Errorf("%d pull spans for %d pulls", spans, pulls)
 			}
 		})
+	}
+}
+
+// imagePullSecrets: the pod's dockerconfigjson Secret's entry for the
+// image's registry goes with PullImage, as the kubelet's keyring sends it.
+func TestRunPodImagePullSecrets(t *testing.T) {
+	img := "registry.example.com/team/app:1"
+	rt := &fakeRuntime{remote: map[string]bool{img: true}}
+	k := newTestKubelet(t, rt)
+	pod := strings.Replace(testPod, "{name: side, image: busybox}", "{name: side, image: "+img+"}", 1)
+	pod = strings.Replace(pod, "spec:\n", "spec:\n  imagePullSecrets: [{name: missing}, {name: regcred}]\n", 1)
+	pod += `---
+apiVersion: v1
+kind: Secret
+metadata: {name: regcred}
+type: kubernetes.io/dockerconfigjson
+stringData:
+  .dockerconfigjson: '{"auths": {"quay.io": {"auth": "eDp5"}, "https://registry.example.com": {"username": "alice", "password": "s3cret"}}}'
+`
+	if _, _, err := k.RunPod(context.Background(), parse(t, pod)); err != nil {
+		t.Fatal(err)
+	}
+	if len(rt.auths) != 1 || rt.auths[0] == nil || rt.auths[0].Username != "alice" || rt.auths[0].Password != "s3cret" || rt.auths[0].ServerAddress != "registry.example.com" {
+		t.Errorf("PullImage auth %v, want alice's for registry.example.com", rt.auths)
 	}
 }
