@@ -410,14 +410,15 @@ if [ -n "${ENABLED[pull]:-}" ]; then
   REG=127.0.0.1:$REG_PORT
   printf 'version: 0.1\nlog: {level: error, accesslog: {disabled: false}}\nstorage:\n  filesystem: {rootdirectory: %s}\nhttp:\n  addr: %s\n  secret: bench-peers\n' \
     "$R/storage" "$REG" > "$R/config.yml"
-  docker-registry serve "$R/config.yml" </dev/null >"$R/access.log" 2>"$R/registry.log" &
+  # The access log (stdout or stderr, by version) is where the bytes are.
+  docker-registry serve "$R/config.yml" </dev/null >"$R/access.log" 2>&1 &
   REGISTRY_PID=$!
   for _ in $(seq 100); do curl -fs "http://$REG/v2/" >/dev/null 2>&1 && break; sleep 0.05; done
   cp -a "$ROOTFS" "$R/ctx/rootfs"
   for l in l1 l2 l3 l3b; do
     mkdir -p "$R/ctx/$l"
     head -c $((4 << 20)) /dev/urandom > "$R/ctx/$l/random.bin"
-    for _ in $(seq 40); do cat "$REPO"/README.md "$REPO"/docs/*.md; done | head -c $((4 << 20)) > "$R/ctx/$l/text.txt"
+    { for _ in $(seq 40); do cat "$REPO"/README.md "$REPO"/docs/*.md; done | head -c $((4 << 20)) > "$R/ctx/$l/text.txt"; } || :
     echo "$l" > "$R/ctx/$l/name"
   done
   printf 'FROM scratch\nCOPY rootfs/ /\nCOPY l1/ /l1/\nCOPY l2/ /l2/\nCOPY l3/ /l3/\nCMD ["sh"]\n' > "$R/ctx/A"
@@ -523,8 +524,7 @@ REG_SEEN=0
 reg_bytes() {
   local lines
   lines=$(wc -l < "$R/access.log")
-  REPLY=$(tail -n +$((REG_SEEN + 1)) "$R/access.log" | head -n $((lines - REG_SEEN)) |
-    awk '$9 ~ /^2/ && $10 ~ /^[0-9]+$/ { n += $10 } END { print n + 0 }')
+  REPLY=$(awk -v from="$REG_SEEN" -v to="$lines" 'NR > from && NR <= to && $9 ~ /^2/ && $10 ~ /^[0-9]+$/ { n += $10 } END { print n + 0 }' "$R/access.log")
   REG_SEEN=$lines
 }
 # pull_cmd TOOL REF: one tool's pull.
