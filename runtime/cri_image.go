@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/internal/errdefs"
@@ -138,7 +141,14 @@ func (r *Runtime) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRe
 	}
 	resp := &runtimeapi.ImageStatusResponse{Image: criImage(r.sameID(img))}
 	if req.Verbose {
-		info, err := json.Marshal(map[string]any{"config": img.Config, "layers": img.Layers, "created": img.Created})
+		// containerd's keys (chainID, imageSpec) beside podlab's own.
+		diffIDs := make([]digest.Digest, len(img.Layers))
+		for i, l := range img.Layers {
+			diffIDs[i] = digest.NewDigestFromEncoded(digest.SHA256, filepath.Base(l))
+		}
+		spec := ocispec.Image{Config: img.Config, RootFS: ocispec.RootFS{Type: "layers", DiffIDs: diffIDs}}
+		info, err := json.Marshal(map[string]any{"config": img.Config, "layers": img.Layers, "created": img.Created,
+			"chainID": chainID(diffIDs), "imageSpec": spec})
 		if err != nil {
 			return nil, err
 		}
@@ -215,4 +225,18 @@ func credentials(a *runtimeapi.AuthConfig) *rootfs.Credentials {
 		Username: a.Username, Password: a.Password, Auth: a.Auth, ServerAddress: a.ServerAddress,
 		IdentityToken: a.IdentityToken, RegistryToken: a.RegistryToken,
 	}
+}
+
+// chainID is the OCI ChainID of a stack of layers: the first diffID, then
+// sha256 of "<chain below> <diffID>" for each layer above.
+func chainID(diffIDs []digest.Digest) digest.Digest {
+	var c digest.Digest
+	for i, d := range diffIDs {
+		if i == 0 {
+			c = d
+			continue
+		}
+		c = digest.FromString(string(c) + " " + string(d))
+	}
+	return c
 }

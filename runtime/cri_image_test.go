@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/opencontainers/go-digest"
+
 	"github.com/podlab/podlab/internal/testregistry"
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/config"
@@ -139,5 +141,17 @@ func TestCRIPullImage(t *testing.T) {
 	// Credentials for another host are not sent.
 	if _, err := pull("private/app:1", &runtimeapi.AuthConfig{Username: "alice", Password: "s3cret", ServerAddress: "quay.io"}); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("credentials for another host: %v", err)
+	}
+}
+
+func TestChainID(t *testing.T) {
+	// The example of the OCI image spec's config.md ("Layer ChainID").
+	a := digest.Digest("sha256:a3ed95caeb02ffe68cdd9fd84406680ae93d633cb16422d00e8a7c22955b46d4")
+	b := digest.Digest("sha256:b3ed95caeb02ffe68cdd9fd84406680ae93d633cb16422d00e8a7c22955b46d4")
+	if got := chainID([]digest.Digest{a}); got != a {
+		t.Errorf("one layer: %s", got)
+	}
+	if got, want := chainID([]digest.Digest{a, b}), digest.FromString(string(a)+" "+string(b)); got != want {
+		t.Errorf("two layers: %s, want %s", got, want)
 	}
 }

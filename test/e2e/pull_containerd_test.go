@@ -186,16 +186,31 @@ func TestCRIPullMatchesContainerd(t *testing.T) {
 	// inspecti: the status fields.
 	for _, ref := range []string{reg.Ref("cmp/app:1"), reg.Ref("cmp/multi:1")} {
 		var views [2]criImageView
+		var chains [2]string
 		for i, rt := range rts {
 			r := run(rt, "inspecti", "-o", "json", ref)
 			if r.code != 0 {
 				t.Fatalf("%s: crictl inspecti %s: %s", rt.name, ref, r.stderr)
 			}
-			var out struct{ Status criImageView }
+			var out struct {
+				Status criImageView
+				Info   struct {
+					ChainID   string `json:"chainID"`
+					ImageSpec struct {
+						RootFS struct {
+							DiffIDs []string `json:"diff_ids"`
+						} `json:"rootfs"`
+					} `json:"imageSpec"`
+				} `json:"info"`
+			}
 			if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
 				t.Fatalf("%s: inspecti: %v\n%s", rt.name, err, r.stdout)
 			}
 			views[i] = normalize([]criImageView{out.Status})[0]
+			chains[i] = out.Info.ChainID + " " + strings.Join(out.Info.ImageSpec.RootFS.DiffIDs, ",")
+		}
+		if chains[0] != chains[1] || chains[0] == " " {
+			t.Errorf("crictl inspecti %s: info chainID and diff_ids differ:\ncontainerd: %s\npodlab:     %s", ref, chains[0], chains[1])
 		}
 		if views[0].String() != views[1].String() {
 			t.Errorf("crictl inspecti %s differs:\ncontainerd: %v\npodlab:     %v", ref, views[0], views[1])
