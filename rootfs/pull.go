@@ -401,9 +401,7 @@ func (s *Store) pull(ctx context.Context, r Ref, o PullOptions) (_ *Image, retEr
 	for i, l := range manifest.Layers {
 		switch l.MediaType {
 		case ocispec.MediaTypeImageLayer, ocispec.MediaTypeImageLayerGzip, mediaTypeNonDistributable, mediaTypeNonDistributableGzip,
-			dockerLayerGzip, dockerLayerForeign:
-		case ocispec.MediaTypeImageLayerZstd, mediaTypeNonDistributableZstd:
-			return nil, fmt.Errorf("layer %d (%s): %w", i+1, l.Digest, errZstd)
+			dockerLayerGzip, dockerLayerForeign, ocispec.MediaTypeImageLayerZstd, mediaTypeNonDistributableZstd:
 		default:
 			return nil, fmt.Errorf("layer %d (%s) has unsupported media type %q", i+1, l.Digest, l.MediaType)
 		}

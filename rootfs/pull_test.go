@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/compression"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/opencontainers/go-digest"
@@ -572,5 +573,21 @@ func TestPullAnonymousBearerToken(t *testing.T) {
 	}
 	if tokens == 0 {
 		t.Error("no token was fetched")
+	}
+}
+
+// Layers compressed with zstd, or not at all, pull as gzip ones do.
+func TestPullZstdAndUncompressedLayers(t *testing.T) {
+	reg := testregistry.Start(t)
+	zl := testregistry.LayerWith(t, compression.ZStd, types.OCILayerZStd, testregistry.File{Path: "etc/z", Body: []byte("zstd\n")})
+	ul := testregistry.LayerWith(t, compression.None, types.OCIUncompressedLayer, testregistry.File{Path: "etc/u", Body: []byte("plain\n")})
+	reg.Push(t, "mixed:1", testregistry.Image(t, goruntime.GOARCH, testregistry.BusyboxLayer(t), zl, ul))
+	s := openStore(t)
+	img, err := s.Pull(context.Background(), reg.Ref("mixed:1"), pullOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if readFile(t, filepath.Join(img.Layers[1], "etc/z")) != "zstd\n" || readFile(t, filepath.Join(img.Layers[2], "etc/u")) != "plain\n" {
+		t.Errorf("layers %v", img.Layers)
 	}
 }

@@ -344,11 +344,18 @@ func TestImportOCILayout(t *testing.T) {
 	t.Run("zstd", func(t *testing.T) {
 		bad := filepath.Join(t.TempDir(), "layout")
 		l := newLayout(t, bad)
-		l.index(l.manifest(l.blob(ocispec.MediaTypeImageConfig, imageConfig(t, testConfig, []byte("zstd"))),
-			l.blob(ocispec.MediaTypeImageLayerZstd, []byte("zstd"))))
-		_, err := s.Import("bad", bad)
-		if err == nil || !strings.Contains(err.Error(), "zstd-compressed layers are not supported") {
-			t.Fatalf("err = %v", err)
+		layer := buildTar(t, tfile("z", "zstd"))
+		l.index(l.manifest(l.blob(ocispec.MediaTypeImageConfig, imageConfig(t, testConfig, layer)),
+			l.blob(ocispec.MediaTypeImageLayerZstd, zstdBytes(t, layer))))
+		img, err := s.Import("zstd", bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readFile(t, filepath.Join(img.Layers[0], "z")); got != "zstd" {
+			t.Errorf("z = %q", got)
+		}
+		if err := s.Remove("zstd"); err != nil {
+			t.Fatal(err)
 		}
 	})
 	t.Run("no platform", func(t *testing.T) {

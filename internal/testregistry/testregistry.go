@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/compression"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -177,6 +178,12 @@ type File struct {
 // Layer builds a gzip layer from files.
 func Layer(t testing.TB, files ...File) v1.Layer {
 	t.Helper()
+	return LayerWith(t, compression.GZip, types.DockerLayer, files...)
+}
+
+// LayerWith builds a layer from files with a compression and media type.
+func LayerWith(t testing.TB, comp compression.Compression, mt types.MediaType, files ...File) v1.Layer {
+	t.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	dirs := map[string]bool{}
@@ -223,8 +230,15 @@ func Layer(t testing.TB, files ...File) v1.Layer {
 		t.Fatal(err)
 	}
 	raw := buf.Bytes()
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil },
-		tarball.WithMediaType(types.DockerLayer), tarball.WithCompressedCaching)
+	opener := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil }
+	if comp == compression.None {
+		l, err := static(raw, mt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	l, err := tarball.LayerFromOpener(opener, tarball.WithMediaType(mt), tarball.WithCompression(comp), tarball.WithCompressedCaching)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,3 +327,25 @@ func MustDigest(t testing.TB, x interface{ Digest() (v1.Hash, error) }) v1.Hash 
 	}
 	return d
 }
+
+// static is an uncompressed layer: its blob is the tar itself.
+func static(raw []byte, mt types.MediaType) (v1.Layer, error) {
+	return uncompressedLayer{raw: raw, mt: mt}, nil
+}
+
+type uncompressedLayer struct {
+	raw []byte
+	mt  types.MediaType
+}
+
+func (l uncompressedLayer) Digest() (v1.Hash, error) {
+	h, _, err := v1.SHA256(bytes.NewReader(l.raw))
+	return h, err
+}
+func (l uncompressedLayer) DiffID() (v1.Hash, error) { return l.Digest() }
+func (l uncompressedLayer) Compressed() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(l.raw)), nil
+}
+func (l uncompressedLayer) Uncompressed() (io.ReadCloser, error) { return l.Compressed() }
+func (l uncompressedLayer) Size() (int64, error)                 { return int64(len(l.raw)), nil }
+func (l uncompressedLayer) MediaType() (types.MediaType, error)  { return l.mt, nil }
