@@ -8,12 +8,15 @@ import (
 	"hash"
 	"io"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -51,7 +54,18 @@ type Store struct {
 	AllowDevices bool
 
 	root string
+
+	// cache holds the records as last listed, keyed on the images dir's
+	// mtime: every record change is a create, rename or remove there.
+	cacheMu    sync.Mutex
+	cacheMtime time.Time
+	cacheRecs  []record
 }
+
+// recordCacheSettle: a listing is cached only when the images dir was
+// last changed longer ago than this, so two changes within one tick of
+// the file system's coarse clock cannot leave a stale listing behind.
+const recordCacheSettle = 100 * time.Millisecond
 
 // Image is an image in the store.
 type Image struct {
@@ -417,6 +431,47 @@ func (s *Store) readRecord(p string) (record, error) {
 }
 
 func (s *Store) records() ([]record, error) {
+	dir := filepath.Join(s.root, "images")
+	fi, statErr := os.Stat(dir)
+	if statErr == nil {
+		s.cacheMu.Lock()
+		if s.cacheRecs != nil && fi.ModTime().Equal(s.cacheMtime) {
+			out := make([]record, len(s.cacheRecs))
+			for i, r := range s.cacheRecs {
+				out[i] = r.clone()
+			}
+			s.cacheMu.Unlock()
+			return out, nil
+		}
+		s.cacheMu.Unlock()
+	}
+	out, err := s.readRecords()
+	if err == nil && statErr == nil && time.Since(fi.ModTime()) > recordCacheSettle {
+		s.cacheMu.Lock()
+		cached := make([]record, len(out))
+		for i, r := range out {
+			cached[i] = r.clone()
+		}
+		s.cacheMtime, s.cacheRecs = fi.ModTime(), cached
+		s.cacheMu.Unlock()
+	}
+	return out, err
+}
+
+// clone is a deep copy: a caller may change what it is given.
+func (r record) clone() record {
+	c := r
+	c.DiffIDs = slices.Clone(r.DiffIDs)
+	c.Config.Env = slices.Clone(r.Config.Env)
+	c.Config.Entrypoint = slices.Clone(r.Config.Entrypoint)
+	c.Config.Cmd = slices.Clone(r.Config.Cmd)
+	c.Config.Labels = maps.Clone(r.Config.Labels)
+	c.Config.Volumes = maps.Clone(r.Config.Volumes)
+	c.Config.ExposedPorts = maps.Clone(r.Config.ExposedPorts)
+	return c
+}
+
+func (s *Store) readRecords() ([]record, error) {
 	entries, err := os.ReadDir(filepath.Join(s.root, "images"))
 	if err != nil {
 		return nil, fmt.Errorf("listing images: %w", err)
