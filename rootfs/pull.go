@@ -759,8 +759,12 @@ func (s *Store) commitPull(ctx context.Context, p *puller, rec record, layers []
 	if rec.Size, err = s.layersSize(rec.DiffIDs); err != nil {
 		return nil, err
 	}
-	if err := syncFS(s.root); err != nil {
-		return nil, err
+	// Layers must be on disk before a record points at them (the record
+	// itself is synced as it is written).
+	if len(used) > 0 {
+		if err := syncFS(s.root); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.writeRecord(rec); err != nil {
 		return nil, err
