@@ -6,10 +6,11 @@ import (
 	"strings"
 )
 
-// Lookup finds an image as CRI clients name it: by its name (as Get), by
-// the long Docker Hub form a kubelet sends ("docker.io/library/busybox:latest"
-// for an image stored as "busybox:latest"), or by its ID ("sha256:…", the
-// imageRef a kubelet keeps), as containerd's image store resolves them.
+// Lookup finds an image as CRI clients name it: by any spelling of its
+// name (as Get: "docker.io/library/busybox:latest" is "busybox:latest"), by
+// a repo digest it was pulled at ("busybox@sha256:…"), or by its ID
+// ("sha256:…", the imageRef a kubelet keeps), as containerd's image store
+// resolves them.
 func (s *Store) Lookup(ref string) (*Image, error) {
 	if strings.HasPrefix(ref, "sha256:") {
 		return s.byID(ref)
@@ -18,9 +19,17 @@ func (s *Store) Lookup(ref string) (*Image, error) {
 	if err == nil || !errors.Is(err, ErrImageNotFound) {
 		return img, err
 	}
-	if short := shortRef(ref); short != ref {
-		if img, err2 := s.Get(short); err2 == nil {
-			return img, nil
+	// A repo digest names the image pulled by tag too
+	// ("busybox@sha256:…" for busybox:1.36), as in containerd.
+	if r, perr := ParseRef(ref); perr == nil && r.Digest != "" {
+		recs, lerr := s.records()
+		if lerr != nil {
+			return nil, lerr
+		}
+		for _, rec := range recs {
+			if rec.RepoDigest == r.String() {
+				return s.image(rec), nil
+			}
 		}
 	}
 	return nil, err

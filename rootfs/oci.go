@@ -102,9 +102,7 @@ func planOCI(src source, ref string) (*importPlan, error) {
 		switch l.MediaType {
 		case ocispec.MediaTypeImageLayer, ocispec.MediaTypeImageLayerGzip,
 			mediaTypeNonDistributable, mediaTypeNonDistributableGzip,
-			dockerLayerGzip, dockerLayerForeign:
-		case ocispec.MediaTypeImageLayerZstd, mediaTypeNonDistributableZstd:
-			return nil, fmt.Errorf("layer %d (%s): %w", i+1, l.Digest, errZstd)
+			dockerLayerGzip, dockerLayerForeign, ocispec.MediaTypeImageLayerZstd, mediaTypeNonDistributableZstd:
 		default:
 			return nil, fmt.Errorf("layer %d (%s) has unsupported media type %q", i+1, l.Digest, l.MediaType)
 		}

@@ -9,8 +9,15 @@ func TestNormalizeRef(t *testing.T) {
 	good := map[string]string{
 		"busybox":                          "busybox:latest",
 		"busybox:1.36":                     "busybox:1.36",
-		"library/busybox:latest":           "library/busybox:latest",
-		"docker.io/library/busybox":        "docker.io/library/busybox:latest",
+		"library/busybox:latest":           "busybox:latest",
+		"docker.io/library/busybox":        "busybox:latest",
+		"index.docker.io/library/busybox":  "busybox:latest",
+		"docker.io/team/app:2":             "team/app:2",
+		"localhost:5000/app":               "localhost:5000/app:latest",
+		"busy:5000/app":                    "busy:5000/app:latest",
+		"127.0.0.1:5000/a/b:c":             "127.0.0.1:5000/a/b:c",
+		"busybox:1@sha256:" + hex64:        "busybox@sha256:" + hex64,
+		"quay.io/x/y@sha256:" + hex64:      "quay.io/x/y@sha256:" + hex64,
 		"my-app_2.x:v1.0-RC_1":             "my-app_2.x:v1.0-RC_1",
 		"a/b/c:_tag":                       "a/b/c:_tag",
 		"registry.example.com/team/app:v2": "registry.example.com/team/app:v2",
@@ -26,7 +33,7 @@ func TestNormalizeRef(t *testing.T) {
 		"Busybox":                       "lowercase",
 		"busybox:":                      "empty tag",
 		":latest":                       "empty name",
-		"../etc":                        "must start and end",
+		"../etc":                        "registry host",
 		"a/../b":                        "must start and end",
 		"..":                            "must start and end",
 		".hidden":                       "must start and end",
@@ -34,10 +41,11 @@ func TestNormalizeRef(t *testing.T) {
 		"/abs":                          "empty path component",
 		"trailing/":                     "empty path component",
 		"busy box":                      "not allowed",
-		"localhost:5000/app":            "not allowed",
 		"busybox@sha256:abcd":           "digest",
+		"a/b:5/c":                       "only allowed on a registry host",
+		"a__-b":                         "separators",
 		"busybox:.tag":                  "not allowed in tag",
-		"busybox:ta/g":                  "not allowed in a name", // a "/" after ":" makes the colon part of the name
+		"busybox:ta/g":                  "registry host", // a "/" after ":" makes the colon part of the name
 		"x:" + strings.Repeat("t", 129): "tag longer",
 		strings.Repeat("a", 256):        "longer than",
 		"name\x00":                      "not allowed",
@@ -51,6 +59,29 @@ func TestNormalizeRef(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("NormalizeRef(%q) error %q does not mention %q", in, err, want)
 		}
+	}
+}
+
+const hex64 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+func TestParseRefFull(t *testing.T) {
+	for in, want := range map[string]string{
+		"busybox":                          "docker.io/library/busybox:latest",
+		"docker.io/library/busybox:latest": "docker.io/library/busybox:latest",
+		"team/app:1":                       "docker.io/team/app:1",
+		"registry.k8s.io/pause:3.10":       "registry.k8s.io/pause:3.10",
+		"127.0.0.1:5000/x@sha256:" + hex64: "127.0.0.1:5000/x@sha256:" + hex64,
+	} {
+		r, err := ParseRef(in)
+		if err != nil || r.String() != want {
+			t.Errorf("ParseRef(%q) = %q, %v; want %q", in, r.String(), err, want)
+		}
+		if FullRef(shortRef(in)) != want {
+			t.Errorf("FullRef(shortRef(%q)) = %q, want %q", in, FullRef(shortRef(in)), want)
+		}
+	}
+	if _, err := normalizeTagRef("busybox@sha256:" + hex64); err == nil || !strings.Contains(err.Error(), "digest") {
+		t.Errorf("import under a digest: %v", err)
 	}
 }
 

@@ -8,12 +8,15 @@ import (
 	"hash"
 	"io"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -34,6 +37,9 @@ var ErrImageNotFound = errors.New("image not found")
 //	root/images/<name>.json  one record per image, name path-escaped (temp file + rename)
 //	root/layers/<hex>/       one unpacked layer per uncompressed-tar sha256 (diffID)
 //	root/tmp/                layers being unpacked; cleared by the next Import
+//	root/blobs/sha256/<hex>  verified blobs of pulls, until their layer is unpacked
+//	root/blobs/ingest/       blob downloads under way
+//	root/blobs/locks/<xx>    flocks serializing the download of one digest
 //
 // Get and List take no lock: records are replaced atomically.
 type Store struct {
@@ -48,7 +54,18 @@ type Store struct {
 	AllowDevices bool
 
 	root string
+
+	// cache holds the records as last listed, keyed on the images dir's
+	// mtime: every record change is a create, rename or remove there.
+	cacheMu    sync.Mutex
+	cacheMtime time.Time
+	cacheRecs  []record
 }
+
+// recordCacheSettle: a listing is cached only when the images dir was
+// last changed longer ago than this, so two changes within one tick of
+// the file system's coarse clock cannot leave a stale listing behind.
+const recordCacheSettle = 100 * time.Millisecond
 
 // Image is an image in the store.
 type Image struct {
@@ -57,7 +74,15 @@ type Image struct {
 	Layers  []string            // absolute paths of the unpacked layer dirs, lowest first
 	Config  ocispec.ImageConfig // Env, Entrypoint, Cmd, WorkingDir, User … as found in the image
 	Size    int64               // bytes on disk of its (distinct) layers
-	Created time.Time           // import time
+	Created time.Time           // import or pull time
+	// RepoDigest is, for a pulled image, its repository with the digest
+	// it was resolved to (the index's, for a multi-platform image), as
+	// containerd reports repoDigests: "docker.io/library/busybox@sha256:…".
+	RepoDigest string
+	// ContentSize is, for a pulled image, what containerd reports as its
+	// size: the bytes of its index, manifest, config and compressed
+	// layers; 0 for an import.
+	ContentSize int64
 }
 
 // record is the on-disk form of an Image. Layers are stored as digests so the
@@ -69,7 +94,10 @@ type record struct {
 	Config  ocispec.ImageConfig `json:"config"`
 	Size    int64               `json:"size"`
 	Created time.Time           `json:"created"`
-	Source  string              `json:"source,omitempty"` // what was imported, for humans
+	Source  string              `json:"source,omitempty"` // what was imported or pulled, for humans
+
+	RepoDigest  string `json:"repoDigest,omitempty"`
+	ContentSize int64  `json:"contentSize,omitempty"`
 }
 
 // Open opens (creating, mode 0700) the store at root.
@@ -136,7 +164,7 @@ func (s *Store) lock() (func(), error) {
 // ref.name annotations) and then by platform (linux/GOARCH). On failure the
 // store is unchanged.
 func (s *Store) Import(ref, path string) (img *Image, err error) {
-	name, err := NormalizeRef(ref)
+	name, err := normalizeTagRef(ref)
 	if err != nil {
 		return nil, err
 	}
@@ -403,6 +431,47 @@ func (s *Store) readRecord(p string) (record, error) {
 }
 
 func (s *Store) records() ([]record, error) {
+	dir := filepath.Join(s.root, "images")
+	fi, statErr := os.Stat(dir)
+	if statErr == nil {
+		s.cacheMu.Lock()
+		if s.cacheRecs != nil && fi.ModTime().Equal(s.cacheMtime) {
+			out := make([]record, len(s.cacheRecs))
+			for i, r := range s.cacheRecs {
+				out[i] = r.clone()
+			}
+			s.cacheMu.Unlock()
+			return out, nil
+		}
+		s.cacheMu.Unlock()
+	}
+	out, err := s.readRecords()
+	if err == nil && statErr == nil && time.Since(fi.ModTime()) > recordCacheSettle {
+		s.cacheMu.Lock()
+		cached := make([]record, len(out))
+		for i, r := range out {
+			cached[i] = r.clone()
+		}
+		s.cacheMtime, s.cacheRecs = fi.ModTime(), cached
+		s.cacheMu.Unlock()
+	}
+	return out, err
+}
+
+// clone is a deep copy: a caller may change what it is given.
+func (r record) clone() record {
+	c := r
+	c.DiffIDs = slices.Clone(r.DiffIDs)
+	c.Config.Env = slices.Clone(r.Config.Env)
+	c.Config.Entrypoint = slices.Clone(r.Config.Entrypoint)
+	c.Config.Cmd = slices.Clone(r.Config.Cmd)
+	c.Config.Labels = maps.Clone(r.Config.Labels)
+	c.Config.Volumes = maps.Clone(r.Config.Volumes)
+	c.Config.ExposedPorts = maps.Clone(r.Config.ExposedPorts)
+	return c
+}
+
+func (s *Store) readRecords() ([]record, error) {
 	entries, err := os.ReadDir(filepath.Join(s.root, "images"))
 	if err != nil {
 		return nil, fmt.Errorf("listing images: %w", err)
@@ -426,7 +495,8 @@ func (s *Store) records() ([]record, error) {
 }
 
 func (s *Store) image(rec record) *Image {
-	img := &Image{Name: rec.Name, ID: rec.ID, Config: rec.Config, Size: rec.Size, Created: rec.Created}
+	img := &Image{Name: rec.Name, ID: rec.ID, Config: rec.Config, Size: rec.Size, Created: rec.Created,
+		RepoDigest: rec.RepoDigest, ContentSize: rec.ContentSize}
 	for _, d := range rec.DiffIDs {
 		img.Layers = append(img.Layers, s.layerDir(d))
 	}
@@ -495,46 +565,59 @@ func (s *Store) Remove(ref string) error {
 	if err != nil {
 		return err
 	}
+	return s.removeNames(name, func(r record) bool { return r.Name == name })
+}
+
+// RemoveID drops every name of the image whose ID is id, as containerd's
+// CRI RemoveImage removes all of an image's references, and deletes the
+// layers no other image uses (refusing, as Remove, while one is mounted).
+func (s *Store) RemoveID(id string) error {
+	return s.removeNames(id, func(r record) bool { return r.ID == id })
+}
+
+func (s *Store) removeNames(what string, match func(record) bool) error {
 	unlock, err := s.lock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	p := s.recordPath(name)
-	rec, err := s.readRecord(p)
-	if os.IsNotExist(err) {
-		return fmt.Errorf("removing image: %w", s.notFound(name))
-	}
-	if err != nil {
-		return fmt.Errorf("removing image %s: %w", name, err)
-	}
 	recs, err := s.records()
 	if err != nil {
-		return fmt.Errorf("removing image %s: %w", name, err)
+		return fmt.Errorf("removing image %s: %w", what, err)
 	}
 	shared := map[digest.Digest]bool{}
+	var victims []record
 	for _, r := range recs {
-		if r.Name != name {
-			for _, d := range r.DiffIDs {
-				shared[d] = true
-			}
+		if match(r) {
+			victims = append(victims, r)
+			continue
 		}
+		for _, d := range r.DiffIDs {
+			shared[d] = true
+		}
+	}
+	if len(victims) == 0 {
+		return fmt.Errorf("removing image: %w", s.notFound(what))
 	}
 	inUse, err := overlayDirsInUse()
 	if err != nil {
-		return fmt.Errorf("removing image %s: %w", name, err)
+		return fmt.Errorf("removing image %s: %w", what, err)
 	}
-	for _, d := range rec.DiffIDs {
-		if dir := s.layerDir(d); !shared[d] && inUse[dir] != "" {
-			return fmt.Errorf("removing image %s: its layer %s is in use by the overlay mounted at %s; stop that container first",
-				name, dir, inUse[dir])
+	for _, rec := range victims {
+		for _, d := range rec.DiffIDs {
+			if dir := s.layerDir(d); !shared[d] && inUse[dir] != "" {
+				return fmt.Errorf("removing image %s: its layer %s is in use by the overlay mounted at %s; stop that container first",
+					rec.Name, dir, inUse[dir])
+			}
 		}
 	}
-	if err := os.Remove(p); err != nil {
-		return fmt.Errorf("removing image %s: %w", name, err)
+	for _, rec := range victims {
+		if err := os.Remove(s.recordPath(rec.Name)); err != nil {
+			return fmt.Errorf("removing image %s: %w", rec.Name, err)
+		}
 	}
 	if err := s.gcLayers(); err != nil {
-		return fmt.Errorf("removing image %s: %w", name, err)
+		return fmt.Errorf("removing image %s: %w", what, err)
 	}
 	return nil
 }

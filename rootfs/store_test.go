@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -344,11 +345,18 @@ func TestImportOCILayout(t *testing.T) {
 	t.Run("zstd", func(t *testing.T) {
 		bad := filepath.Join(t.TempDir(), "layout")
 		l := newLayout(t, bad)
-		l.index(l.manifest(l.blob(ocispec.MediaTypeImageConfig, imageConfig(t, testConfig, []byte("zstd"))),
-			l.blob(ocispec.MediaTypeImageLayerZstd, []byte("zstd"))))
-		_, err := s.Import("bad", bad)
-		if err == nil || !strings.Contains(err.Error(), "zstd-compressed layers are not supported") {
-			t.Fatalf("err = %v", err)
+		layer := buildTar(t, tfile("z", "zstd"))
+		l.index(l.manifest(l.blob(ocispec.MediaTypeImageConfig, imageConfig(t, testConfig, layer)),
+			l.blob(ocispec.MediaTypeImageLayerZstd, zstdBytes(t, layer))))
+		img, err := s.Import("zstd", bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readFile(t, filepath.Join(img.Layers[0], "z")); got != "zstd" {
+			t.Errorf("z = %q", got)
+		}
+		if err := s.Remove("zstd"); err != nil {
+			t.Fatal(err)
 		}
 	})
 	t.Run("no platform", func(t *testing.T) {
@@ -626,5 +634,35 @@ func TestTarSourceLinks(t *testing.T) {
 		if src.exists(name) {
 			t.Errorf("%s opens", name)
 		}
+	}
+}
+
+// The listing cache follows every change, and what it hands out is the
+// caller's own.
+func TestListCache(t *testing.T) {
+	s := openStore(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "f"), "x")
+	for i, name := range []string{"a:1", "b:1", "c:1"} {
+		if _, err := s.Import(name, dir); err != nil {
+			t.Fatal(err)
+		}
+		// Past the settle time, so the next listing is cached.
+		old := time.Now().Add(-time.Second)
+		os.Chtimes(filepath.Join(s.Root(), "images"), old, old)
+		imgs, err := s.List()
+		if err != nil || len(imgs) != i+1 {
+			t.Fatalf("after importing %s: %d images, %v", name, len(imgs), err)
+		}
+		imgs[0].Config.Env = append(imgs[0].Config.Env[:0], "MUTATED=1")
+		if again, _ := s.List(); len(again) != i+1 || len(again[0].Config.Env) != 0 {
+			t.Fatalf("cached listing changed by a caller or stale: %+v", again)
+		}
+	}
+	if err := s.Remove("b:1"); err != nil {
+		t.Fatal(err)
+	}
+	if imgs, _ := s.List(); len(imgs) != 2 {
+		t.Errorf("after Remove: %v", imgs)
 	}
 }

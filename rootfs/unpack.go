@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,9 @@ import (
 	"time"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
+	// A drop-in for compress/gzip that inflates about twice as fast.
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,10 +39,10 @@ const (
 var (
 	gzipMagic = []byte{0x1f, 0x8b}
 	zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
-
-	errZstd = errors.New("zstd-compressed layers are not supported; recompress the image with gzip " +
-		"(e.g. skopeo copy --dest-compress-format gzip) or save it uncompressed")
 )
+
+// maxZstdWindow bounds a zstd layer's window (the decoder's buffer).
+const maxZstdWindow = 128 << 20
 
 type unpackOptions struct {
 	maxSize      int64 // uncompressed bytes; <= 0 means DefaultMaxLayerSize
@@ -54,7 +56,7 @@ func (o unpackOptions) limit() int64 {
 	return o.maxSize
 }
 
-// unpackLayer unpacks one layer, a plain or gzip tar (told apart by magic
+// unpackLayer unpacks one layer, a plain, gzip or zstd tar (told apart by magic
 // number, since media types in the wild are unreliable), into dir. The
 // uncompressed stream is copied to sink (for the diffID), and r is read to its
 // end so a verifying reader underneath sees all of it.
@@ -64,7 +66,15 @@ func unpackLayer(r io.Reader, dir string, opts unpackOptions, sink io.Writer) er
 	var ur io.Reader = br
 	switch {
 	case bytes.HasPrefix(magic, zstdMagic):
-		return errZstd
+		// One decoding goroutine, and a window no larger than zstd's
+		// own CLI accepts by default (--long=27): a frame header cannot
+		// make podlab allocate more.
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow), zstd.WithDecoderLowmem(true))
+		if err != nil {
+			return fmt.Errorf("reading zstd layer: %w", err)
+		}
+		defer zr.Close()
+		ur = zr
 	case bytes.HasPrefix(magic, gzipMagic):
 		zr, err := gzip.NewReader(br)
 		if err != nil {

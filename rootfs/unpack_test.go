@@ -3,11 +3,12 @@ package rootfs
 import (
 	"archive/tar"
 	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/podlab/podlab/internal/testutil"
 	"golang.org/x/sys/unix"
@@ -310,12 +311,36 @@ func TestUnpackCompression(t *testing.T) {
 	if got := readFile(t, filepath.Join(dir, "a")); got != "gz" {
 		t.Errorf("a = %q", got)
 	}
+	_, dir, err = unpackInto(t, zstdBytes(t, buildTar(t, tfile("z", "zstd"))), unpackOptions{})
+	if err != nil {
+		t.Fatalf("zstd layer: %v", err)
+	}
+	if got := readFile(t, filepath.Join(dir, "z")); got != "zstd" {
+		t.Errorf("z = %q", got)
+	}
 	_, _, err = unpackInto(t, append([]byte{0x28, 0xb5, 0x2f, 0xfd}, make([]byte, 100)...), unpackOptions{})
-	if !errors.Is(err, errZstd) {
-		t.Errorf("zstd layer: err = %v, want errZstd", err)
+	if err == nil {
+		t.Errorf("a broken zstd layer unpacked")
+	}
+	// A bomb is bounded as for gzip.
+	_, _, err = unpackInto(t, zstdBytes(t, buildTar(t, tfile("big", strings.Repeat("0", 2<<20)))), unpackOptions{maxSize: 1 << 20})
+	if err == nil || !strings.Contains(err.Error(), "1048576") {
+		t.Errorf("zstd bomb: %v", err)
 	}
 	_, _, err = unpackInto(t, nil, unpackOptions{}) // an empty layer is valid
 	if err != nil {
 		t.Errorf("empty layer: %v", err)
 	}
+}
+
+func zstdBytes(t testing.TB, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw, err := zstd.NewWriter(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw.Write(b)
+	zw.Close()
+	return buf.Bytes()
 }

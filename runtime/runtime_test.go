@@ -550,7 +550,7 @@ func TestUnknownImageLeavesNothing(t *testing.T) {
 kind: Pod
 metadata: {name: no-image}
 spec:
-  containers: [{name: app, image: "nosuch:1.0"}]
+  containers: [{name: app, image: "nosuch:1.0", imagePullPolicy: Never}]
 `))
 	_, _, err := runManifest(t, rt, mf, trace.New())
 	if err == nil || !strings.Contains(err.Error(), `"nosuch:1.0" not found`) || !strings.Contains(err.Error(), "busybox:latest") {

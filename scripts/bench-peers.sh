@@ -12,7 +12,7 @@
 #   --warmup K  unmeasured rounds first (default 1: page cache, podman's infra
 #               image build, the bridge creation)
 #   --out DIR   keep the results there (default: a new /tmp/pbp-results.XXXXXX)
-#   --only L    a subset of: floor runc cni scripted ctr podman podlab
+#   --only L    a subset of: floor runc cni scripted ctr podman podlab pull
 #
 # Peers, all on the same busybox rootfs (scripts/busybox-rootfs.sh), each
 # with private state (runc --root, a containerd started here with its own
@@ -26,6 +26,14 @@
 #             to that netns (then DEL + netns del, for the full cycle)
 #   ctr       ctr run --rm --rootfs --with-ns network:<pre-made netns> /bin/true
 #   podman    podman pod create + run --pod P --rootfs true (+ infra) + pod rm -f
+#   pull      image pull from one loopback registry (Debian's docker-registry
+#             on 127.0.0.1, plain HTTP) of the same 4-layer image (busybox +
+#             3 × 8 MiB layers, built and pushed by podman here), cold cache
+#             each round, by podlab image pull, ctr image pull --plain-http
+#             (the private containerd) and podman pull --tls-verify=false
+#             (private storage), in rotating order; then a second image
+#             sharing all but its last layer. Bytes transferred come from
+#             the registry's access log.
 #   podlab    podlab run -q (one busybox `true`, env + CA injection) → its
 #             container has exited; podlab rm -f --stages
 #
@@ -48,7 +56,7 @@ cd "$(dirname "$0")/.."
 REPO=$PWD
 . scripts/peers/lib.sh
 
-ALL_PEERS=(floor runc cni scripted ctr podman podlab)
+ALL_PEERS=(floor runc cni scripted ctr podman podlab pull)
 N=20 WARMUP=1 INSTALL=0 OUT="" ONLY="" PODLAB=$REPO/bin/podlab
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
@@ -80,7 +88,7 @@ START_S=$SECONDS
 pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 if [ "$INSTALL" = 1 ]; then
   # catatonit: podman builds its infra (pause) image from it, locally.
-  want=(util-linux iproute2 busybox-static runc containerd podman catatonit)
+  want=(util-linux iproute2 busybox-static runc containerd podman catatonit docker-registry)
   missing=()
   for p in "${want[@]}"; do pkg_installed "$p" || missing+=("$p"); done
   if [ ${#missing[@]} -gt 0 ]; then
@@ -120,10 +128,15 @@ if ! have podman || ! have runc || ! have conmon; then
 elif ! have catatonit; then
   skip podman "catatonit not found: podman builds its infra image from it$hint"
 fi
-if [ ! -x "$PODLAB" ]; then
-  skip podlab "$PODLAB not built (make build)"
+if ! have docker-registry || ! have podman || ! have containerd || ! have ctr; then
+  skip pull "docker-registry, podman and containerd/ctr are all needed$hint"
 fi
-if [ -z "${ENABLED[podlab]:-}" ]; then
+if [ ! -x "$PODLAB" ]; then
+  skip podlab "$PODLAB not built (make build)"; skip pull "$PODLAB not built (make build)"
+fi
+pod_peers=0
+for p in floor runc cni scripted ctr podman; do [ -n "${ENABLED[$p]:-}" ] && pod_peers=1; done
+if [ -z "${ENABLED[podlab]:-}" ] && { [ "$pod_peers" = 1 ] || [ -z "${ENABLED[pull]:-}" ]; }; then
   echo "bench-peers: podlab is the reference of every ratio: it cannot be skipped" >&2; exit 1
 fi
 
@@ -171,7 +184,7 @@ if [ -z "$OUT" ]; then OUT=$(mktemp -d /tmp/pbp-results.XXXXXX); fi
 mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
 # a previous run's results in the same DIR (only the files this script writes)
 rm -rf "$OUT/podlab" "$OUT"/{samples,stats,stages,stages.samples}.tsv "$OUT/stages.order" \
-  "$OUT"/{table,targets,stages,machine,versions,notes}.md
+  "$OUT"/{table,targets,stages,machine,versions,notes,pull-bytes}.md "$OUT/pull-bytes.tsv"
 LOG=$WORK/tools.log; : > "$LOG"
 ROOTFS=$WORK/rootfs
 exec {SAMPLES_FD}>"$OUT/samples.tsv"
@@ -195,6 +208,7 @@ pre cni_podman_dir '[ -e /var/lib/cni/networks/podman ]'
 pre var_lib_containers '[ -e /var/lib/containers ]'
 
 CONTAINERD_PID=""
+REGISTRY_PID=""
 PODLAB_PODS=()
 cleanup_done=0
 cleanup() {
@@ -219,6 +233,8 @@ cleanup() {
     pm rm -fa >>"$LOG" 2>&1
     pm system reset -f >>"$LOG" 2>&1
   fi
+  # the pull peer's registry
+  if [ -n "$REGISTRY_PID" ]; then kill "$REGISTRY_PID" 2>/dev/null; wait "$REGISTRY_PID" 2>/dev/null; fi
   # containerd: tasks and containers of our namespace, then the daemon
   if [ -n "$CONTAINERD_PID" ]; then
     for c in $(cctr containers ls -q 2>/dev/null); do
@@ -309,7 +325,7 @@ cnitool() { CNI_PATH=$CNI_BIN NETCONFPATH=$WORK/netconf "$CNITOOL" "$@" </dev/nu
 # containerd: our own daemon, config, root, state, sockets; the CRI plugin
 # and the snapshotters we do not use are off; /opt/containerd moved in too.
 cctr() { ctr -a "$WORK/containerd/containerd.sock" -n "$TAG" "$@"; }
-if [ -n "${ENABLED[ctr]:-}" ]; then
+if [ -n "${ENABLED[ctr]:-}${ENABLED[pull]:-}" ]; then
   C=$WORK/containerd
   mkdir -p "$C/fifo" "$C/runc" "$C/opt"
   cat > "$C/config.toml" <<EOF
@@ -333,15 +349,18 @@ EOF
   for _ in $(seq 100); do [ -S "$C/containerd.sock" ] && break; sleep 0.05; done
   if ! cctr version >/dev/null 2>&1; then
     skip ctr "private containerd did not start: $(tail -1 "$C/containerd.log")"
+    skip pull "private containerd did not start"
   fi
-  CTR_NETNS=$TAG-ctr
-  ip netns add "$CTR_NETNS"
+  if [ -n "${ENABLED[ctr]:-}" ]; then
+    CTR_NETNS=$TAG-ctr
+    ip netns add "$CTR_NETNS"
+  fi
 fi
 
 # podman: its own containers.conf (runc; ulimits under this host's hard
 # limits; cgroupfs; file events; every directory private), storage, netconf.
 pm() { CONTAINERS_CONF=$PM_CONF podman --root "$WORK/podman/root" --runroot "$WORK/podman/runroot" "$@"; }
-if [ -n "${ENABLED[podman]:-}" ]; then
+if [ -n "${ENABLED[podman]:-}${ENABLED[pull]:-}" ]; then
   P=$WORK/podman
   mkdir -p "$P/tmp" "$P/net"
   PM_CONF=$P/containers.conf
@@ -373,9 +392,48 @@ EOF
 fi
 
 # podlab: private config + image store holding the same rootfs.
-if [ -n "${ENABLED[podlab]:-}" ]; then
+if [ -n "${ENABLED[podlab]:-}${ENABLED[pull]:-}" ]; then
   podlab_setup "$PODLAB" "$WORK" "$ROOTFS"
   mkdir -p "$OUT/podlab"
+fi
+
+# pull: a registry on 127.0.0.1 (plain HTTP, access log for the bytes),
+# two images built and pushed by podman: busybox + 3 × 8 MiB layers (half
+# random, half text, so gzip has work), and one whose last layer differs.
+if [ -n "${ENABLED[pull]:-}" ]; then
+  R=$WORK/registry
+  mkdir -p "$R/storage" "$R/ctx"
+  for _ in $(seq 20); do
+    REG_PORT=$((20000 + RANDOM % 30000))
+    ss -ltn 2>/dev/null | awk '{ print $4 }' | grep -q ":$REG_PORT\$" || break
+  done
+  REG=127.0.0.1:$REG_PORT
+  printf 'version: 0.1\nlog: {level: error, accesslog: {disabled: false}}\nstorage:\n  filesystem: {rootdirectory: %s}\nhttp:\n  addr: %s\n  secret: bench-peers\n' \
+    "$R/storage" "$REG" > "$R/config.yml"
+  # The access log (stdout or stderr, by version) is where the bytes are.
+  docker-registry serve "$R/config.yml" </dev/null >"$R/access.log" 2>&1 &
+  REGISTRY_PID=$!
+  for _ in $(seq 100); do curl -fs "http://$REG/v2/" >/dev/null 2>&1 && break; sleep 0.05; done
+  cp -a "$ROOTFS" "$R/ctx/rootfs"
+  for l in l1 l2 l3 l3b; do
+    mkdir -p "$R/ctx/$l"
+    head -c $((4 << 20)) /dev/urandom > "$R/ctx/$l/random.bin"
+    { for _ in $(seq 40); do cat "$REPO"/README.md "$REPO"/docs/*.md; done | head -c $((4 << 20)) > "$R/ctx/$l/text.txt"; } || :
+    echo "$l" > "$R/ctx/$l/name"
+  done
+  printf 'FROM scratch\nCOPY rootfs/ /\nCOPY l1/ /l1/\nCOPY l2/ /l2/\nCOPY l3/ /l3/\nCMD ["sh"]\n' > "$R/ctx/A"
+  printf 'FROM scratch\nCOPY rootfs/ /\nCOPY l1/ /l1/\nCOPY l2/ /l2/\nCOPY l3b/ /l3/\nCMD ["sh"]\n' > "$R/ctx/B"
+  : > "$LOG"
+  if run pm build --layers -f "$R/ctx/A" -t "$REG/bench/app:1" "$R/ctx" &&
+     run pm build --layers -f "$R/ctx/B" -t "$REG/bench/app:2" "$R/ctx" &&
+     run pm push --tls-verify=false "$REG/bench/app:1" && run pm push --tls-verify=false "$REG/bench/app:2"; then
+    run pm rmi -f "$REG/bench/app:1" "$REG/bench/app:2" || :
+    PULL_A=$REG/bench/app:1 PULL_B=$REG/bench/app:2
+  else
+    skip pull "building or pushing the test images failed: $(tail -2 "$LOG" | tr '\n' ' ')"
+    PEERS=(); for p in "${ALL_PEERS[@]}"; do [ -n "${ENABLED[$p]:-}" ] && PEERS+=("$p"); done
+  fi
+  : > "$OUT/pull-bytes.tsv"
 fi
 
 # ---------------------------------------------------------------- rounds
@@ -458,6 +516,55 @@ round_podman() {
   now t3
   rec podman.create $((t1 - t0)); rec podman.run $((t2 - t1)); rec podman.up $((t2 - t0))
   rec podman.rm $((t3 - t2)); rec podman.cycle $((t3 - t0))
+}
+
+# reg_bytes: bytes the registry sent (2xx bodies, from its access log)
+# since the last call, into REPLY.
+REG_SEEN=0
+reg_bytes() {
+  local lines
+  lines=$(wc -l < "$R/access.log")
+  REPLY=$(awk -v from="$REG_SEEN" -v to="$lines" 'NR > from && NR <= to && $9 ~ /^2/ && $10 ~ /^[0-9]+$/ { n += $10 } END { print n + 0 }' "$R/access.log")
+  REG_SEEN=$lines
+}
+# pull_cmd TOOL REF: one tool's pull.
+pull_cmd() {
+  case $1 in
+    podlab) run "$PODLAB" --config "$PL_CFG" image pull "$2";;
+    ctr) run cctr image pull --plain-http "$2";;
+    podman) run pm pull --tls-verify=false "$2";;
+  esac
+}
+# pull_one TOOL: cold cache (both images removed, with their content), a
+# pull of image A, then of B, which shares all but its last layer; the
+# times, and the bytes the registry sent for each.
+pull_one() {
+  local tool=$1 t0 t1 t2 bytes_a
+  case $tool in
+    podlab) run "$PODLAB" --config "$PL_CFG" image rm "$PULL_A" || :; run "$PODLAB" --config "$PL_CFG" image rm "$PULL_B" || :;;
+    ctr) run cctr image rm --sync "$PULL_A" "$PULL_B" || :;;
+    podman) run pm rmi -f "$PULL_A" "$PULL_B" || :;;
+  esac
+  reg_bytes
+  now t0
+  pull_cmd "$tool" "$PULL_A" || { fail "$tool pull"; return 1; }
+  now t1
+  reg_bytes; bytes_a=$REPLY
+  pull_cmd "$tool" "$PULL_B" || { fail "$tool pull (second image)"; return 1; }
+  now t2
+  reg_bytes
+  rec "pull.$tool" $((t1 - t0)); rec "pull2.$tool" $((t2 - t1))
+  if [ "$ROUND" -gt 0 ]; then printf '%s\t%s\t%s\t%s\n' "$ROUND" "$tool" "$bytes_a" "$REPLY" >> "$OUT/pull-bytes.tsv"; fi
+  return 0
+}
+round_pull() {
+  local tools=(podlab ctr podman) k rc=0 t
+  k=$(( (SEQ - 1) % 3 ))
+  for t in "${tools[@]:k}" "${tools[@]:0:k}"; do
+    : > "$LOG"
+    pull_one "$t" || rc=1
+  done
+  return $rc
 }
 
 podlab_undo() { "$PODLAB" --config "$PL_CFG" rm -f "$1" </dev/null >>"$LOG" 2>&1 || :; }
@@ -554,6 +661,14 @@ srow() { # a podlab stage span as a row: srow WORK LABEL STAGE REF
   row "$W" "podman pod create + run --pod --rootfs true + pod rm -f" podman.cycle podlab.cycle
   row "$W" "scripted floor + cnitool DEL + ip netns del" scripted.cycle podlab.cycle
   row "$W" "ip netns add + cnitool ADD + DEL + ip netns del (network only)" cni.cycle podlab.cycle
+  W="Image pull, cold cache (busybox + 3 × 8 MiB layers)"
+  row "$W" "podlab image pull (loopback docker-registry)" pull.podlab pull.podlab
+  row "$W" "ctr image pull --plain-http (containerd, private root)" pull.ctr pull.podlab
+  row "$W" "podman pull --tls-verify=false (private storage)" pull.podman pull.podlab
+  W="Image pull, second image sharing all but one layer"
+  row "$W" "podlab image pull" pull2.podlab pull2.podlab
+  row "$W" "ctr image pull --plain-http" pull2.ctr pull2.podlab
+  row "$W" "podman pull --tls-verify=false" pull2.podman pull2.podlab
   W="Teardown"
   row "$W" "podlab rm -f (containers, pause, CNI DEL, netns, cgroups, state)" podlab.rm podlab.rm
   row "$W" "podman pod rm -f" podman.rm podlab.rm
@@ -605,6 +720,9 @@ le() { awk -v a="$1" -v b="$2" 'BEGIN { print (a != "" && b != "" && a + 0 <= b 
   if [ -n "${P50[cni.teardown]:-}" ]; then
     target "teardown ≤ 0.6× cnitool DEL + ip netns del (5)" "$(ratio "${P50[podlab.rm]}" "${P50[cni.teardown]}" 3)×" "0.6×" "$(ratio_le "${P50[podlab.rm]}" "${P50[cni.teardown]}" 0.6)"
   fi
+  if [ -n "${P50[pull.ctr]:-}" ] && [ -n "${P50[pull.podlab]:-}" ]; then
+    target "image pull ≤ 1.0× containerd's (issue 19)" "$(ratio "${P50[pull.podlab]}" "${P50[pull.ctr]}" 3)×" "1.0×" "$(ratio_le "${P50[pull.podlab]}" "${P50[pull.ctr]}" 1.0)"
+  fi
   s=${S50[run/RunPodSandbox › pause]:-${S50[run/pause]:-}}
   [ -n "$s" ] && target "pause start ≤ 5 ms, span \`pause\` (5)" "$(fmt_ms "$s") ms" "5 ms" "$(le "$s" 5000)"
   # runc create + runc start of the one container, summed per round.
@@ -638,6 +756,20 @@ if [ -s "$OUT/stages.samples.tsv" ]; then
   } > "$OUT/stages.md"
 fi
 
+# Bytes the registry sent per pull (median over rounds): the second image
+# should cost only its own last layer (and its manifest and config).
+if [ -s "${OUT}/pull-bytes.tsv" ]; then
+  {
+    echo "| Tool | image A, cold (bytes) | image B after A (bytes) |"
+    echo "| --- | ---: | ---: |"
+    for t in podlab ctr podman; do
+      awk -F'\t' -v t="$t" '$2 == t { a[++n] = $3; b[n] = $4 }
+        function med(x, n,   i, j, v) { for (i = 2; i <= n; i++) { v = x[i]; for (j = i - 1; j >= 1 && x[j] > v; j--) x[j + 1] = x[j]; x[j + 1] = v } return x[int((n + 1) / 2)] }
+        END { if (n) printf "| %s | %d | %d |\n", t, med(a, n), med(b, n) }' "$OUT/pull-bytes.tsv"
+    done
+  } > "$OUT/pull-bytes.md"
+fi
+
 # Machine and versions.
 machine_md > "$OUT/machine.md"
 echo "- Load average (1/5/15 min) before the rounds: $LOAD_BEFORE; after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/machine.md"
@@ -661,5 +793,6 @@ echo
 cat "$OUT/table.md"
 echo
 cat "$OUT/targets.md"
+if [ -s "$OUT/pull-bytes.md" ]; then echo; cat "$OUT/pull-bytes.md"; fi
 echo
 say "results in $OUT (took ${ELAPSED} s)"

@@ -153,6 +153,15 @@ podlab with its own `--config` and image store):
 - **runc**: `runc run` of a bundle from `runc spec` (rootfs DIR, args
   `["true"]`, no terminal), unique id per run.
 - **unshare**: `unshare -n -p -f -i -u --mount-proc true`: the namespaces alone.
+- **Image pull** (issue 19): Debian's `docker-registry` on 127.0.0.1 (plain
+  HTTP) serves a 4-layer image (busybox + 3 × 8 MiB layers, half random,
+  half text) and a second one differing only in its last layer, both built
+  and pushed by podman before the rounds. Each round, in rotating order and
+  each from a cold cache (both images removed with their content first):
+  `podlab image pull`, `ctr image pull --plain-http` (the private
+  containerd, which unpacks into its overlayfs snapshotter) and `podman pull
+  --tls-verify=false` (private storage), of the first image, then the
+  second; bytes are what the registry's access log says it sent.
 - **Network stages**: `ip netns add`, `cnitool add`, `cnitool del`, `ip netns
   del` timed one by one, next to podlab's own spans for the same step (from
   `podlab trace` and `podlab rm --stages` of the podlab rounds).
@@ -170,6 +179,14 @@ EOF
   echo
   cat "$P/targets.md"
   echo
+  if [ -s "$P/pull-bytes.md" ]; then
+    echo "### Image pull: bytes the registry sent (issue 19)"
+    echo
+    echo "Median per round, from the loopback registry's access log: a cold pull of the 4-layer image, then of a second image sharing all but its last layer."
+    echo
+    cat "$P/pull-bytes.md"
+    echo
+  fi
   echo "## podlab stage breakdown"
   echo
   if [ "$HAVE_BENCH" = 1 ]; then

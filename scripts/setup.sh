@@ -11,7 +11,11 @@ PLUGINS=(loopback bridge host-local portmap)
 CRICTL_VERSION=${CRICTL_VERSION:-v1.37.0}
 CRICTL_BIN_DIR=${CRICTL_BIN_DIR:-/opt/podlab/bin}
 # libseccomp-dev and pkg-config: podlab builds libcontainer with seccomp (cgo).
-APT_PACKAGES=(iptables busybox-static iproute2 gcc make libc6-dev libseccomp-dev pkg-config ca-certificates util-linux runc)
+# docker-registry (the CNCF distribution registry) and apache2-utils
+# (htpasswd): the pull e2e test runs a private TLS + htpasswd registry on
+# 127.0.0.1; containerd: the CRI pull comparison runs a private one.
+APT_PACKAGES=(iptables busybox-static iproute2 gcc make libc6-dev libseccomp-dev pkg-config ca-certificates util-linux runc
+  docker-registry apache2-utils containerd)
 
 say() { echo "setup: $*"; }
 
@@ -28,7 +32,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   say "installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Packages that ship a service (docker-registry on :5000, containerd)
+  # are installed without starting it: the tests start private instances.
+  policy=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    policy=/usr/sbin/policy-rc.d
+    printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod +x "$policy"
+  fi
+  rc=0
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || rc=$?
+  [ -z "$policy" ] || rm -f "$policy"
+  [ "$rc" = 0 ] || exit "$rc"
 fi
 
 if ! command -v go >/dev/null; then

@@ -22,6 +22,9 @@ var (
 	ErrFailedPrecondition = errors.New("failed precondition")
 	// ErrUnimplemented: podlab does not do this (yet).
 	ErrUnimplemented = errors.New("not implemented")
+	// ErrUnauthenticated: a registry refused the credentials given (or
+	// their absence): 401 or 403.
+	ErrUnauthenticated = errors.New("unauthenticated")
 )
 
 // IsNotFound reports whether err is, or wraps, ErrNotFound.

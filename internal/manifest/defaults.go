@@ -3,6 +3,7 @@ package manifest
 import (
 	"crypto/rand"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,8 +12,6 @@ import (
 
 // Defaults follow the API server's (k8s.io/kubernetes pkg/apis/core/v1
 // defaults.go), so later layers see the Pod a cluster would have stored.
-// Exception: imagePullPolicy is always IfNotPresent, since podlab has no
-// registry to pull :latest from.
 
 const defaultTerminationGracePeriodSeconds = 30
 
@@ -52,7 +51,7 @@ func defaultContainer(c *corev1.Container) {
 		c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
 	}
 	if c.ImagePullPolicy == "" {
-		c.ImagePullPolicy = corev1.PullIfNotPresent
+		c.ImagePullPolicy = DefaultPullPolicy(c.Image)
 	}
 	for i := range c.Ports {
 		if c.Ports[i].Protocol == "" {
@@ -146,3 +145,21 @@ func newUUID() string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// DefaultPullPolicy is the API server's default imagePullPolicy for image:
+// Always for a :latest tag or none (unless a digest pins it), else
+// IfNotPresent.
+func DefaultPullPolicy(image string) corev1.PullPolicy {
+	name, digest, _ := strings.Cut(image, "@")
+	if digest != "" {
+		return corev1.PullIfNotPresent
+	}
+	tag := ""
+	if i := strings.LastIndexByte(name, ':'); i > strings.LastIndexByte(name, '/') {
+		tag = name[i+1:]
+	}
+	if tag == "" || tag == "latest" {
+		return corev1.PullAlways
+	}
+	return corev1.PullIfNotPresent
+}

@@ -350,7 +350,7 @@ func TestGoodManifests(t *testing.T) {
 				if c.TerminationMessagePath != "/dev/termination-log" || c.TerminationMessagePolicy != corev1.TerminationMessageReadFile {
 					t.Errorf("container %s: termination message defaults missing", c.Name)
 				}
-				if c.ImagePullPolicy != corev1.PullIfNotPresent {
+				if c.ImagePullPolicy != DefaultPullPolicy(c.Image) {
 					t.Errorf("container %s: imagePullPolicy = %q", c.Name, c.ImagePullPolicy)
 				}
 			}
@@ -537,7 +537,6 @@ securityContext:
 			"spec.containers[0].ports[0].hostIP: not supported by podlab, ignored",
 			"spec.containers[0].volumeMounts[0].mountPropagation: not supported by podlab, ignored",
 			"spec.containers[0].lifecycle: not supported by podlab, ignored",
-			`spec.containers[0].imagePullPolicy: "Always" is not supported by podlab (it has no registry), treated as IfNotPresent`,
 			"spec.activeDeadlineSeconds: not supported by podlab, ignored",
 			`spec.dnsPolicy: "Default" is not supported by podlab, ignored`,
 			"spec.nodeSelector: not supported by podlab, ignored",
@@ -606,5 +605,22 @@ func TestSplitting(t *testing.T) {
 	}
 	if len(m.ConfigMaps) != 1 || m.Pod.Spec.Containers[0].Command[2] != "echo ---" {
 		t.Errorf("got %d ConfigMaps, command %q", len(m.ConfigMaps), m.Pod.Spec.Containers[0].Command)
+	}
+}
+
+func TestDefaultPullPolicy(t *testing.T) {
+	for image, want := range map[string]corev1.PullPolicy{
+		"busybox":                    corev1.PullAlways,
+		"busybox:latest":             corev1.PullAlways,
+		"127.0.0.1:5000/app":         corev1.PullAlways,
+		"127.0.0.1:5000/app:1":       corev1.PullIfNotPresent,
+		"busybox:1.36":               corev1.PullIfNotPresent,
+		"busybox@sha256:0123":        corev1.PullIfNotPresent,
+		"busybox:latest@sha256:0123": corev1.PullIfNotPresent,
+		"registry.k8s.io/pause:3.10": corev1.PullIfNotPresent,
+	} {
+		if got := DefaultPullPolicy(image); got != want {
+			t.Errorf("DefaultPullPolicy(%q) = %s, want %s", image, got, want)
+		}
 	}
 }

@@ -67,6 +67,7 @@ var supportTable = sync.OnceValue(func() map[string]rule {
 		"spec.shareProcessNamespace":              handled,
 		"spec.hostname":                           handled,
 		"spec.subdomain":                          handled,
+		"spec.imagePullSecrets":                   handled, // credentials for PullImage
 		"spec.securityContext":                    walkIn,
 		"spec.securityContext.runAsUser":          handled,
 		"spec.securityContext.runAsGroup":         handled,
@@ -119,11 +120,7 @@ var supportTable = sync.OnceValue(func() map[string]rule {
 		"securityContext.allowPrivilegeEscalation": handled,
 		"securityContext.seccompProfile":           handled,
 
-		"imagePullPolicy": {
-			kind:   values,
-			values: []string{string(corev1.PullIfNotPresent), string(corev1.PullNever)},
-			msg:    "%q is not supported by podlab (it has no registry), treated as IfNotPresent",
-		},
+		"imagePullPolicy":          handled,
 		"terminationMessagePath":   only(corev1.TerminationMessagePathDefault),
 		"terminationMessagePolicy": only(string(corev1.TerminationMessageReadFile)),
 	}

@@ -12,6 +12,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/env"
 	"github.com/podlab/podlab/runtime/inject"
 )
@@ -47,6 +48,9 @@ type Config struct {
 	EnvPolicy     string                `json:"envPolicy"`
 	Injection     inject.Config         `json:"injection"`
 	DevicePlugins []inject.DevicePlugin `json:"devicePlugins"`
+	// Registry is where images are pulled from: per registry host, mirror
+	// endpoints (containerd's hosts.toml), credentials, limits.
+	Registry rootfs.RegistryConfig `json:"registry"`
 }
 
 // CNI configures the pod network.
@@ -134,5 +138,5 @@ func (c *Config) Validate() error {
 	if err := inject.ValidateDevicePlugins(c.DevicePlugins); err != nil {
 		return err
 	}
-	return nil
+	return c.Registry.Validate()
 }

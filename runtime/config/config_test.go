@@ -60,6 +60,43 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
+// The registry section: containerd's hosts.toml in YAML, checked on load.
+func TestLoadRegistryHosts(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	os.WriteFile(good, []byte(`registry:
+  dockerConfig: /root/.docker/config.json
+  hosts:
+    docker.io:
+      endpoints:
+      - {url: "http://127.0.0.1:5000", capabilities: [pull, resolve]}
+      - {url: "https://mirror.example:5000/v2", caFile: /etc/ca.pem, skipVerify: true}
+    registry.k8s.io:
+      server: https://registry.k8s.io
+`), 0o644)
+	c, err := Load(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := c.Registry.Hosts["docker.io"]; len(h.Endpoints) != 2 || h.Endpoints[1].CAFile != "/etc/ca.pem" || c.Registry.RequestTimeoutSeconds != 30 {
+		t.Errorf("registry = %+v", c.Registry)
+	}
+	for name, want := range map[string]string{
+		"registry:\n  hosts:\n    docker.io:\n      endpoints: [{url: \"ftp://m\"}]\n":                        "scheme must be https or http",
+		"registry:\n  hosts:\n    docker.io:\n      endpoints: [{url: \"https://m/prefix\"}]\n":               "path prefix",
+		"registry:\n  hosts:\n    docker.io:\n      endpoints: [{url: \"http://m\", capabilities: [push]}]\n": "neither pull nor resolve",
+		"registry:\n  hosts:\n    \"not a host/x\":\n      server: https://x\n":                               "not a registry host",
+		"registry:\n  requestTimeoutSeconds: -1\n":                                                            "must not be negative",
+		"registry:\n  hosts:\n    docker.io:\n      endpoints: [{url: \"https://m\", insecure: true}]\n":      "unknown field",
+	} {
+		p := filepath.Join(dir, "bad.yaml")
+		os.WriteFile(p, []byte(name), 0o644)
+		if _, err := Load(p); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: Load = %v, want an error naming %q", name, err, want)
+		}
+	}
+}
+
 // The leak check looks where podlab's default configuration puts things;
 // it cannot read this package (internal/ imports nothing above it), so
 // this keeps the two in step.

@@ -24,6 +24,7 @@ var errdefsCodes = []struct {
 	{errdefs.ErrAlreadyExists, codes.AlreadyExists},
 	{errdefs.ErrFailedPrecondition, codes.FailedPrecondition},
 	{errdefs.ErrUnimplemented, codes.Unimplemented},
+	{errdefs.ErrUnauthenticated, codes.Unauthenticated},
 	{context.Canceled, codes.Canceled},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
 }

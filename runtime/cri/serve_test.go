@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/podlab/podlab/internal/errdefs"
 	"io/fs"
 	"net"
 	"os"
@@ -168,7 +169,7 @@ func TestServe(t *testing.T) {
 	t.Setenv("NOTIFY_SOCKET", notify.LocalAddr().String())
 
 	log, logs := newTestLogger()
-	s := NewServer(nil, nil, log)
+	s := NewServer(nil, pullFails{}, log)
 	l, lock, err := Listen(path, filepath.Join(tmp, "state"))
 	if err != nil {
 		t.Fatal(err)
@@ -192,8 +193,8 @@ func TestServe(t *testing.T) {
 		t.Errorf("Exec = %v, want Unimplemented from podlab's handler", err)
 	}
 	_, err = runtimeapi.NewImageServiceClient(conn).PullImage(t.Context(), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "busybox"}})
-	if st := status.Convert(err); st.Code() != codes.Unimplemented || !strings.Contains(st.Message(), "podlab image import") {
-		t.Errorf("PullImage = %v, want Unimplemented from podlab's handler", err)
+	if st := status.Convert(err); st.Code() != codes.NotFound || st.Message() != "pulling docker.io/library/busybox:latest: manifest unknown" {
+		t.Errorf("PullImage = %v, want the operation's NotFound", err)
 	}
 	if recs := logs.records(t, "/runtime.v1.ImageService/PullImage"); len(recs) != 1 {
 		t.Errorf("PullImage logged %v, want one line", recs)
@@ -255,4 +256,11 @@ func TestNewLogger(t *testing.T) {
 	if _, err := NewLogger(&b, "info", "xml"); err == nil {
 		t.Error("NewLogger accepted format xml")
 	}
+}
+
+// pullFails is an ImageService whose PullImage fails as an unknown tag does.
+type pullFails struct{ ImageOps }
+
+func (pullFails) PullImage(context.Context, *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
+	return nil, errdefs.NotFound("pulling docker.io/library/busybox:latest: manifest unknown")
 }

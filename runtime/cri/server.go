@@ -52,9 +52,9 @@ type RuntimeOps interface {
 	ListPodSandboxStats(context.Context, *runtimeapi.ListPodSandboxStatsRequest) (*runtimeapi.ListPodSandboxStatsResponse, error)
 }
 
-// ImageOps are the ImageService operations podlab implements. PullImage is
-// not among them yet: images come from `podlab image import`.
+// ImageOps are the ImageService operations podlab implements.
 type ImageOps interface {
+	PullImage(context.Context, *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error)
 	ListImages(context.Context, *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error)
 	ImageStatus(context.Context, *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error)
 	RemoveImage(context.Context, *runtimeapi.RemoveImageRequest) (*runtimeapi.RemoveImageResponse, error)
@@ -67,7 +67,7 @@ const defaultShutdownTimeout = 10 * time.Second
 
 // Server implements the CRI RuntimeService and ImageService over ops.
 //
-// Every method the ops do not cover (Exec, Attach, PortForward, PullImage,
+// Every method the ops do not cover (Exec, Attach, PortForward,
 // checkpoints, events, metrics, UpdateRuntimeConfig, the Stream* listings)
 // answers codes.Unimplemented, through the embedded Unimplemented servers or
 // an explicit handler that says why: a client told "not implemented" falls

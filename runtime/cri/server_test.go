@@ -78,11 +78,6 @@ func TestUnimplemented(t *testing.T) {
 		call func() error
 		msg  string // in the status message; "" for grpc's own
 	}{
-		{"PullImage", func() error {
-			_, err := s.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "busybox:1.36"}})
-			return err
-		}, "podlab image import"},
-		{"PullImage nil", func() error { _, err := s.PullImage(ctx, nil); return err }, "podlab image import"},
 		{"Exec", func() error { _, err := s.Exec(ctx, &runtimeapi.ExecRequest{}); return err }, "streaming is not implemented yet"},
 		{"Attach", func() error { _, err := s.Attach(ctx, &runtimeapi.AttachRequest{}); return err }, "streaming is not implemented yet"},
 		{"PortForward", func() error { _, err := s.PortForward(ctx, &runtimeapi.PortForwardRequest{}); return err }, "streaming is not implemented yet"},

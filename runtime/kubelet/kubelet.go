@@ -26,6 +26,7 @@ import (
 	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/manifest"
 	"github.com/podlab/podlab/internal/trace"
+	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/config"
 	"github.com/podlab/podlab/runtime/env"
 	"github.com/podlab/podlab/runtime/inject"
@@ -50,6 +51,7 @@ type Runtime interface {
 	ListContainers(context.Context, *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error)
 	ExecSync(context.Context, *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error)
 	ImageStatus(context.Context, *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error)
+	PullImage(context.Context, *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error)
 	ListImages(context.Context, *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error)
 }
 
@@ -96,19 +98,23 @@ type plannedContainer struct {
 }
 
 // plan checks what can be checked before any side effect, as the kubelet
-// does before SyncPod acts: the images exist (ImageStatus), device plugins
-// and kubelet-point rules resolve.
-func (k *Kubelet) plan(ctx context.Context, pod *corev1.Pod) ([]plannedContainer, error) {
+// does before SyncPod acts: each image is there or pulled as its
+// imagePullPolicy says (EnsureImageExists), device plugins and
+// kubelet-point rules resolve.
+func (k *Kubelet) plan(ctx context.Context, mf *manifest.Manifest) ([]plannedContainer, error) {
+	pod := mf.Pod
 	var out []plannedContainer
+	ensured := map[string]*runtimeapi.ImageStatusResponse{}
 	add := func(cs []corev1.Container, init bool) error {
 		for i := range cs {
 			c := &cs[i]
-			st, err := k.RT.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: c.Image}, Verbose: true})
-			if err != nil {
-				return fmt.Errorf("container %q: image %q: %w", c.Name, c.Image, err)
-			}
-			if st.Image == nil {
-				return fmt.Errorf("container %q: %w", c.Name, k.imageNotFound(ctx, c.Image))
+			st, ok := ensured[c.Image+"|"+string(c.ImagePullPolicy)]
+			if !ok {
+				var err error
+				if st, err = k.ensureImage(ctx, mf, c); err != nil {
+					return err
+				}
+				ensured[c.Image+"|"+string(c.ImagePullPolicy)] = st
 			}
 			var info struct {
 				Config ocispec.ImageConfig `json:"config"`
@@ -118,7 +124,7 @@ func (k *Kubelet) plan(ctx context.Context, pod *corev1.Pod) ([]plannedContainer
 			}
 			name := c.Image
 			if len(st.Image.RepoTags) > 0 {
-				name = st.Image.RepoTags[0]
+				name = familiar(st.Image.RepoTags[0])
 			}
 			// The pod's CA bundle is not linked yet: resolve against the
 			// name it will have, to check rules and device plugins early.
@@ -138,12 +144,74 @@ func (k *Kubelet) plan(ctx context.Context, pod *corev1.Pod) ([]plannedContainer
 	return out, nil
 }
 
+// familiar is a fully qualified image name as the user writes it
+// ("docker.io/library/busybox:latest" → "busybox:latest").
+func familiar(ref string) string {
+	if n, err := rootfs.NormalizeRef(ref); err == nil {
+		return n
+	}
+	return ref
+}
+
+// ensureImage is the kubelet's EnsureImageExists: Never uses the image
+// only if it is there; IfNotPresent pulls it if it is not; Always pulls
+// it every time (the default for :latest or no tag). One exception: an
+// image imported into the store (podlab image import) came from no
+// registry, so Always uses it as it is rather than fail to reach one. A
+// pull is a stage of the pod's trace.
+func (k *Kubelet) ensureImage(ctx context.Context, mf *manifest.Manifest, c *corev1.Container) (*runtimeapi.ImageStatusResponse, error) {
+	spec := &runtimeapi.ImageSpec{Image: c.Image}
+	st, err := k.RT.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec, Verbose: true})
+	if err != nil {
+		return nil, fmt.Errorf("container %q: image %q: %w", c.Name, c.Image, err)
+	}
+	policy := c.ImagePullPolicy
+	if policy == "" {
+		policy = manifest.DefaultPullPolicy(c.Image)
+	}
+	present := st.Image != nil
+	pull := false
+	switch policy {
+	case corev1.PullNever:
+		if !present {
+			return nil, errdefs.NotFound("container %q: ErrImageNeverPull: %v, and imagePullPolicy is Never", c.Name, k.imageNotFound(ctx, c.Image))
+		}
+	case corev1.PullIfNotPresent:
+		pull = !present
+	default: // Always
+		pull = !present || len(st.Image.RepoDigests) > 0
+	}
+	if !pull {
+		return st, nil
+	}
+	auth, err := pullSecretAuth(mf, c.Image)
+	if err != nil {
+		return nil, fmt.Errorf("container %q: %w", c.Name, err)
+	}
+	end := trace.FromContext(ctx).Start("pull " + c.Image)
+	_, err = k.RT.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, Auth: auth})
+	end(err)
+	if err != nil {
+		return nil, fmt.Errorf("container %q: ErrImagePull: imagePullPolicy %s: %w", c.Name, policy, err)
+	}
+	st, err = k.RT.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec, Verbose: true})
+	if err != nil {
+		return nil, fmt.Errorf("container %q: image %q: %w", c.Name, c.Image, err)
+	}
+	if st.Image == nil {
+		return nil, fmt.Errorf("container %q: image %q is not in the store after its pull", c.Name, c.Image)
+	}
+	return st, nil
+}
+
 // imageNotFound says that image is missing and which images there are.
 func (k *Kubelet) imageNotFound(ctx context.Context, image string) error {
 	var names []string
 	if l, err := k.RT.ListImages(ctx, &runtimeapi.ListImagesRequest{}); err == nil {
 		for _, img := range l.Images {
-			names = append(names, img.RepoTags...)
+			for _, t := range img.RepoTags {
+				names = append(names, familiar(t))
+			}
 		}
 	}
 	if len(names) == 0 {
@@ -270,7 +338,7 @@ func (k *Kubelet) RunPod(ctx context.Context, mf *manifest.Manifest) (podID stri
 	rec := trace.FromContext(ctx)
 	pod := mf.Pod
 	end := rec.Start("plan")
-	planned, err := k.plan(ctx, pod)
+	planned, err := k.plan(ctx, mf)
 	var sbCfg *runtimeapi.PodSandboxConfig
 	if err == nil {
 		sbCfg, err = k.SandboxConfig(pod)
@@ -504,4 +572,64 @@ func writeHosts(podDir string, pod *corev1.Pod, ips []string) (Mount, error) {
 		return Mount{}, err
 	}
 	return Mount{ContainerPath: "/etc/hosts", HostPath: path, Source: MountFromPod, Origin: "hosts"}, nil
+}
+
+// pullSecretAuth is the credential the pod's imagePullSecrets hold for
+// image's registry, as the kubelet's keyring finds it: the first
+// kubernetes.io/dockerconfigjson (or legacy dockercfg) Secret, in the
+// order listed, with an entry for the registry. nil: none (the runtime
+// then uses its own configuration).
+func pullSecretAuth(mf *manifest.Manifest, image string) (*runtimeapi.AuthConfig, error) {
+	ref, err := rootfs.ParseRef(image)
+	if err != nil {
+		return nil, nil // the runtime names the bad reference
+	}
+	for _, ps := range mf.Pod.Spec.ImagePullSecrets {
+		sec := mf.Secrets[ps.Name]
+		if sec == nil {
+			continue // the kubelet skips a missing pull secret too
+		}
+		var auths map[string]struct {
+			Username, Password, Auth, IdentityToken, RegistryToken string
+		}
+		switch sec.Type {
+		case corev1.SecretTypeDockerConfigJson:
+			var f struct {
+				Auths json.RawMessage `json:"auths"`
+			}
+			if err := json.Unmarshal(sec.Data[corev1.DockerConfigJsonKey], &f); err != nil {
+				return nil, fmt.Errorf("imagePullSecrets %q: %s: %w", ps.Name, corev1.DockerConfigJsonKey, err)
+			}
+			if err := json.Unmarshal(f.Auths, &auths); err != nil {
+				return nil, fmt.Errorf("imagePullSecrets %q: auths: %w", ps.Name, err)
+			}
+		case corev1.SecretTypeDockercfg:
+			if err := json.Unmarshal(sec.Data[corev1.DockerConfigKey], &auths); err != nil {
+				return nil, fmt.Errorf("imagePullSecrets %q: %s: %w", ps.Name, corev1.DockerConfigKey, err)
+			}
+		default:
+			continue
+		}
+		for server, a := range auths {
+			if registryOf(server) == ref.Domain {
+				return &runtimeapi.AuthConfig{Username: a.Username, Password: a.Password, Auth: a.Auth,
+					IdentityToken: a.IdentityToken, RegistryToken: a.RegistryToken, ServerAddress: ref.Domain}, nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+// registryOf is the registry host of a docker config "auths" key
+// ("https://index.docker.io/v1/" → docker.io).
+func registryOf(server string) string {
+	if _, rest, ok := strings.Cut(server, "://"); ok {
+		server = rest
+	}
+	server, _, _ = strings.Cut(server, "/")
+	switch server {
+	case "index.docker.io", "registry-1.docker.io":
+		return rootfs.DefaultDomain
+	}
+	return server
 }

@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/internal/manifest"
+	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/runtime/config"
 	"github.com/podlab/podlab/runtime/env"
 )
@@ -28,6 +29,10 @@ type fakeRuntime struct {
 	configs  map[string]*runtimeapi.ContainerConfig
 	sandbox  *runtimeapi.PodSandboxConfig
 	removed  bool
+	// remote: images a registry has; pulled: those pulled (then present,
+	// with a repo digest).
+	remote, pulled map[string]bool
+	auths          []*runtimeapi.AuthConfig // of each PullImage
 }
 
 func (f *fakeRuntime) call(name string) error {
@@ -97,11 +102,34 @@ func (f *fakeRuntime) ExecSync(context.Context, *runtimeapi.ExecSyncRequest) (*r
 }
 
 func (f *fakeRuntime) ImageStatus(_ context.Context, r *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
-	if r.Image.Image != "busybox" {
-		return &runtimeapi.ImageStatusResponse{}, nil
-	}
 	info, _ := json.Marshal(map[string]any{"config": map[string]any{"Env": []string{"PATH=/bin", "FROM_IMAGE=1"}}})
-	return &runtimeapi.ImageStatusResponse{Image: &runtimeapi.Image{Id: "sha256:b", RepoTags: []string{"busybox:latest"}}, Info: map[string]string{"info": string(info)}}, nil
+	f.mu.Lock()
+	pulled := f.pulled[r.Image.Image]
+	f.mu.Unlock()
+	switch {
+	case r.Image.Image == "busybox":
+		return &runtimeapi.ImageStatusResponse{Image: &runtimeapi.Image{Id: "sha256:b", RepoTags: []string{"docker.io/library/busybox:latest"}}, Info: map[string]string{"info": string(info)}}, nil
+	case pulled:
+		return &runtimeapi.ImageStatusResponse{Image: &runtimeapi.Image{Id: "sha256:p", RepoTags: []string{"127.0.0.1:5000/" + r.Image.Image}, RepoDigests: []string{"127.0.0.1:5000/x@sha256:d"}}, Info: map[string]string{"info": string(info)}}, nil
+	}
+	return &runtimeapi.ImageStatusResponse{}, nil
+}
+
+func (f *fakeRuntime) PullImage(_ context.Context, r *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
+	if err := f.call("PullImage " + r.Image.Image); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.auths = append(f.auths, r.Auth)
+	if !f.remote[r.Image.Image] {
+		return nil, errors.New("not found in the registry")
+	}
+	if f.pulled == nil {
+		f.pulled = map[string]bool{}
+	}
+	f.pulled[r.Image.Image] = true
+	return &runtimeapi.PullImageResponse{ImageRef: "sha256:p"}, nil
 }
 
 func (f *fakeRuntime) ListImages(context.Context, *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
@@ -204,8 +232,8 @@ func TestRunPodCallsInKubeletOrder(t *testing.T) {
 func TestRunPodUnknownImageCallsNothing(t *testing.T) {
 	rt := &fakeRuntime{}
 	k := newTestKubelet(t, rt)
-	_, _, err := k.RunPod(context.Background(), parse(t, strings.Replace(testPod, "{name: side, image: busybox}", "{name: side, image: ghost}", 1)))
-	if err == nil || !strings.Contains(err.Error(), `image "ghost" not found; the store holds: busybox:latest`) {
+	_, _, err := k.RunPod(context.Background(), parse(t, strings.Replace(testPod, "{name: side, image: busybox}", "{name: side, image: ghost, imagePullPolicy: Never}", 1)))
+	if err == nil || !strings.Contains(err.Error(), `image "ghost" not found; the store holds: busybox:latest`) || !strings.Contains(err.Error(), "ErrImageNeverPull") {
 		t.Fatalf("RunPod = %v", err)
 	}
 	if len(rt.calls) != 0 {
@@ -261,6 +289,97 @@ func TestRunPodSameUIDRefused(t *testing.T) {
 	}
 	if st, ok, _ := k.Status("11111111-2222-3333-4444-555555555555"); !ok || st.Phase != PhaseRunning || st.Name != "web" {
 		t.Errorf("first pod's status %+v after the second's rollback", st)
+	}
+}
+
+// imagePullPolicy as the kubelet's EnsureImageExists: IfNotPresent pulls
+// only a missing image, Always pulls a registry's image every time (an
+// imported one has no registry to ask), a pull failure calls nothing
+// else, and each pull is a span.
+func TestRunPodPullPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name, image, policy string
+		pulledBefore        bool
+		wantPull            bool
+		wantErr             string
+	}{
+		{name: "if-not-present missing", image: "app:1", wantPull: true},
+		{name: "if-not-present present", image: "app:1", pulledBefore: true},
+		{name: "always pulled before", image: "app:1", policy: "Always", pulledBefore: true, wantPull: true},
+		{name: "default latest", image: "app", pulledBefore: true, wantPull: true},
+		{name: "always imported", image: "busybox", policy: "Always"},
+		{name: "never missing", image: "app:1", policy: "Never", wantErr: "ErrImageNeverPull"},
+		{name: "pull fails", image: "ghost:1", wantPull: true, wantErr: "ErrImagePull"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := &fakeRuntime{remote: map[string]bool{"app:1": true, "app": true}}
+			if tc.pulledBefore {
+				rt.pulled = map[string]bool{tc.image: true}
+			}
+			k := newTestKubelet(t, rt)
+			c := "{name: side, image: " + tc.image
+			if tc.policy != "" {
+				c += ", imagePullPolicy: " + tc.policy
+			}
+			rec := trace.New()
+			_, _, err := k.RunPod(trace.WithRecorder(context.Background(), rec), parse(t, strings.Replace(testPod, "{name: side, image: busybox}", c+"}", 1)))
+			pulls := 0
+			for _, call := range rt.calls {
+				if strings.HasPrefix(call, "PullImage ") {
+					pulls++
+				}
+			}
+			if want := map[bool]int{true: 1}[tc.wantPull]; pulls != want {
+				t.Errorf("%d PullImage calls, want %d (calls %q)", pulls, want, rt.calls)
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("RunPod = %v, want %s", err, tc.wantErr)
+				}
+				for _, call := range rt.calls {
+					if !strings.HasPrefix(call, "PullImage ") {
+						t.Errorf("after a failed image check: call %q", call)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			spans := 0
+			for _, sp := range rec.Spans() {
+				if sp.Name == "pull "+tc.image {
+					spans++
+				}
+			}
+			if spans != pulls {
+				t.Errorf("%d pull spans for %d pulls", spans, pulls)
+			}
+		})
+	}
+}
+
+// imagePullSecrets: the pod's dockerconfigjson Secret's entry for the
+// image's registry goes with PullImage, as the kubelet's keyring sends it.
+func TestRunPodImagePullSecrets(t *testing.T) {
+	img := "registry.example.com/team/app:1"
+	rt := &fakeRuntime{remote: map[string]bool{img: true}}
+	k := newTestKubelet(t, rt)
+	pod := strings.Replace(testPod, "{name: side, image: busybox}", "{name: side, image: "+img+"}", 1)
+	pod = strings.Replace(pod, "spec:\n", "spec:\n  imagePullSecrets: [{name: missing}, {name: regcred}]\n", 1)
+	pod += `---
+apiVersion: v1
+kind: Secret
+metadata: {name: regcred}
+type: kubernetes.io/dockerconfigjson
+stringData:
+  .dockerconfigjson: '{"auths": {"quay.io": {"auth": "eDp5"}, "https://registry.example.com": {"username": "alice", "password": "s3cret"}}}'
+`
+	if _, _, err := k.RunPod(context.Background(), parse(t, pod)); err != nil {
+		t.Fatal(err)
+	}
+	if len(rt.auths) != 1 || rt.auths[0] == nil || rt.auths[0].Username != "alice" || rt.auths[0].Password != "s3cret" || rt.auths[0].ServerAddress != "registry.example.com" {
+		t.Errorf("PullImage auth %v, want alice's for registry.example.com", rt.auths)
 	}
 }
 

@@ -40,7 +40,7 @@ var badManifests = []struct{ name, manifest, want string }{
 	{"missing configMap", podWith("    env: [{name: A, valueFrom: {configMapKeyRef: {name: gone, key: k}}}]\n", ""), "spec.containers[0].env[0].valueFrom.configMapKeyRef.name"},
 	{"missing secret key", podWith("    env: [{name: A, valueFrom: {secretKeyRef: {name: s, key: nope}}}]\n", "") + "---\napiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {k: v}\n", "nope"},
 	{"bad fieldPath", podWith("    env: [{name: A, valueFrom: {fieldRef: {fieldPath: spec.secret}}}]\n", ""), "spec.containers[0].env[0].valueFrom.fieldRef.fieldPath"},
-	{"unknown image", strings.Replace(podWith("", ""), "image: busybox", "image: nosuch/img:9", 1), `image "nosuch/img:9" not found`},
+	{"unknown image", strings.Replace(podWith("", ""), "image: busybox", "image: nosuch/img:9\n    imagePullPolicy: Never", 1), `image "nosuch/img:9" not found`},
 	{"empty image", strings.Replace(podWith("", ""), "image: busybox", "image: \"\"", 1), "spec.containers[0].image"},
 	{"two pods", podWith("", "") + "---\n" + podWith("", ""), "Pod"},
 	{"bad namespace", strings.Replace(podWith("", ""), "{name: bad}", "{name: bad, namespace: Team_A}", 1), "metadata.namespace"},

@@ -114,7 +114,7 @@ func podUID(t *testing.T, name string) string {
 
 func TestRunUnknownImage(t *testing.T) {
 	rootSetup(t)
-	r := podlab(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: e2e-noimg}\nspec:\n  containers: [{name: a, image: \"ghost:2\"}]\n", "run", "-f", "-")
+	r := podlab(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: e2e-noimg}\nspec:\n  containers: [{name: a, image: \"ghost:2\", imagePullPolicy: Never}]\n", "run", "-f", "-")
 	if r.code == 0 || !strings.Contains(r.stderr, `image "ghost:2" not found`) || !strings.Contains(r.stderr, "busybox:latest") {
 		t.Fatalf("run with an unknown image: exit %d\n%s", r.code, r.stderr)
 	}

@@ -194,10 +194,14 @@ func TestCRIBadRequests(t *testing.T) {
 			}
 			return err
 		}, codes.OK, nil},
-		{"PullImage (not built yet)", func() error {
-			_, err := img.PullImage(ctx(), &pb.PullImageRequest{Image: &pb.ImageSpec{Image: "busybox"}})
+		{"PullImage of a bad reference", func() error {
+			_, err := img.PullImage(ctx(), &pb.PullImageRequest{Image: &pb.ImageSpec{Image: "Busybox:1"}})
 			return err
-		}, codes.Unimplemented, nil},
+		}, codes.InvalidArgument, []string{"lowercase"}},
+		{"PullImage without an image", func() error {
+			_, err := img.PullImage(ctx(), &pb.PullImageRequest{})
+			return err
+		}, codes.InvalidArgument, []string{"image.image"}},
 	}
 
 	for _, tc := range cases {

@@ -82,7 +82,7 @@ func newCRI(t *testing.T, extraConfig string) *criServer {
 		t.Fatal(err)
 	}
 	s.config = filepath.Join(dir, "podlab.yaml")
-	if err := os.WriteFile(s.config, append(base, extraConfig...), 0o644); err != nil {
+	if err := os.WriteFile(s.config, []byte(mergeConfig(string(base), extraConfig)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// A private crictl config, so no /etc/crictl.yaml applies.
@@ -102,6 +102,18 @@ func newCRI(t *testing.T, extraConfig string) *criServer {
 	t.Cleanup(s.stop)
 	s.start()
 	return s
+}
+
+// mergeConfig is base plus extra, whose top-level keys replace base's.
+func mergeConfig(base, extra string) string {
+	var kept []string
+	for _, l := range strings.Split(base, "\n") {
+		if k, _, ok := strings.Cut(l, ":"); ok && !strings.HasPrefix(l, " ") && strings.Contains("\n"+extra, "\n"+k+":") {
+			continue
+		}
+		kept = append(kept, l)
+	}
+	return strings.Join(kept, "\n") + extra
 }
 
 func tail(s string, lines int) string {
