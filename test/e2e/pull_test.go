@@ -48,7 +48,7 @@ func writeConfig(t *testing.T, dir, extra string) string {
 	return p
 }
 
-func podlabWith(t *testing.T, cfg string, args ...string) result {
+func podlabConfig(t *testing.T, cfg string, args ...string) result {
 	t.Helper()
 	return runCmd(podlabBin, append([]string{"--config", cfg}, args...)...)
 }
@@ -186,9 +186,9 @@ func TestPullPrivateRegistry(t *testing.T) {
 	hosts := fmt.Sprintf("registry:\n  hosts:\n    %q: {caFile: %s}\n", host, caFile)
 
 	withCA := writeConfig(t, t.TempDir(), privateImageDir(t)+hosts)
-	podlabWith(t, withCA, "image", "pull", ref).failsNaming(t, "a pull without credentials", "401 Unauthorized")
-	podlabWith(t, withCA, "image", "pull", "--user", "alice:wrong", ref).failsNaming(t, "a pull with a wrong password", "401 Unauthorized")
-	r := podlabWith(t, withCA, "image", "pull", "--user", "alice:s3cret", ref)
+	podlabConfig(t, withCA, "image", "pull", ref).failsNaming(t, "a pull without credentials", "401 Unauthorized")
+	podlabConfig(t, withCA, "image", "pull", "--user", "alice:wrong", ref).failsNaming(t, "a pull with a wrong password", "401 Unauthorized")
+	r := podlabConfig(t, withCA, "image", "pull", "--user", "alice:s3cret", ref)
 	if r.code != 0 {
 		t.Fatalf("pull with credentials: %s", r.stderr)
 	}
@@ -201,15 +201,15 @@ func TestPullPrivateRegistry(t *testing.T) {
 	auth := base64.StdEncoding.EncodeToString([]byte("alice:s3cret"))
 	os.WriteFile(dockerCfg, []byte(fmt.Sprintf(`{"auths": {%q: {"auth": %q}}}`, "https://"+host, auth)), 0o600)
 	withAuth := writeConfig(t, t.TempDir(), privateImageDir(t)+hosts+"  dockerConfig: "+dockerCfg+"\n")
-	if r := podlabWith(t, withAuth, "image", "pull", ref); r.code != 0 {
+	if r := podlabConfig(t, withAuth, "image", "pull", ref); r.code != 0 {
 		t.Fatalf("pull with the docker config.json's credentials: %s", r.stderr)
 	}
 	// Without the CA: the certificate is named, and nothing falls back to
 	// plain HTTP.
 	noCA := writeConfig(t, t.TempDir(), privateImageDir(t))
-	r = podlabWith(t, noCA, "image", "pull", "--user", "alice:s3cret", ref)
+	r = podlabConfig(t, noCA, "image", "pull", "--user", "alice:s3cret", ref)
 	r.failsNaming(t, "a pull without the CA", "certificate signed by unknown authority")
-	if r := podlabWith(t, noCA, "image", "ls"); strings.Contains(r.stdout, "private") {
+	if r := podlabConfig(t, noCA, "image", "ls"); strings.Contains(r.stdout, "private") {
 		t.Errorf("a failed pull listed an image:\n%s", r.stdout)
 	}
 }
@@ -259,12 +259,12 @@ func TestPullKill9Resumes(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	if r := podlabWith(t, cfg, "image", "ls", "-o", "json"); r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
+	if r := podlabConfig(t, cfg, "image", "ls", "-o", "json"); r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
 		t.Fatalf("after kill -9: image ls = %q %s", r.stdout, r.stderr)
 	}
 	reg.SetHook(nil)
 	reg.Reset()
-	if r := podlabWith(t, cfg, "image", "pull", reg.Ref("k9/app:1")); r.code != 0 {
+	if r := podlabConfig(t, cfg, "image", "pull", reg.Ref("k9/app:1")); r.code != 0 {
 		t.Fatalf("pull after kill -9: %s", r.stderr)
 	}
 	for i, l := range m.Layers {
@@ -277,12 +277,12 @@ func TestPullKill9Resumes(t *testing.T) {
 		}
 	}
 	var views []struct{ Name, RepoDigest string }
-	r := podlabWith(t, cfg, "image", "ls", "-o", "json")
+	r := podlabConfig(t, cfg, "image", "ls", "-o", "json")
 	json.Unmarshal([]byte(r.stdout), &views)
 	if len(views) != 1 || views[0].Name != reg.Ref("k9/app:1") {
 		t.Errorf("image ls -o json: %s", r.stdout)
 	}
-	if r := podlabWith(t, cfg, "image", "rm", "-o", "json", reg.Ref("k9/app:1")); r.code != 0 || !strings.Contains(r.stdout, `"name": "`+reg.Ref("k9/app:1")) {
+	if r := podlabConfig(t, cfg, "image", "rm", "-o", "json", reg.Ref("k9/app:1")); r.code != 0 || !strings.Contains(r.stdout, `"name": "`+reg.Ref("k9/app:1")) {
 		t.Errorf("image rm -o json: %s %s", r.stdout, r.stderr)
 	}
 }
@@ -324,9 +324,9 @@ spec:
 		t.Helper()
 		f := filepath.Join(t.TempDir(), "pod.yaml")
 		os.WriteFile(f, []byte(pod(name, policy, image)), 0o644)
-		return podlabWith(t, cfg, "run", "-f", f)
+		return podlabConfig(t, cfg, "run", "-f", f)
 	}
-	defer podlabWith(t, cfg, "rm", "-f", "e2e-mirror1", "e2e-mirror2")
+	defer podlabConfig(t, cfg, "rm", "-f", "e2e-mirror1", "e2e-mirror2")
 
 	r := run("e2e-mirror1", "IfNotPresent", "team/greeter:1")
 	if r.code != 0 {
@@ -339,7 +339,7 @@ spec:
 		t.Errorf("the mirror served no blob")
 	}
 	waitLog(t, cfg, "e2e-mirror1", "from the mirror")
-	if r := podlabWith(t, cfg, "rm", "-f", "e2e-mirror1"); r.code != 0 {
+	if r := podlabConfig(t, cfg, "rm", "-f", "e2e-mirror1"); r.code != 0 {
 		t.Fatal(r.stderr)
 	}
 	reg.Reset()
@@ -349,7 +349,7 @@ spec:
 	if q := reg.Requests(""); len(q) != 0 {
 		t.Errorf("IfNotPresent with the image present asked the registry: %v", q)
 	}
-	if r := podlabWith(t, cfg, "rm", "-f", "e2e-mirror2"); r.code != 0 {
+	if r := podlabConfig(t, cfg, "rm", "-f", "e2e-mirror2"); r.code != 0 {
 		t.Fatal(r.stderr)
 	}
 	r = run("e2e-never", "Never", "team/absent:1")
@@ -365,7 +365,7 @@ func waitLog(t *testing.T, cfg, pod, want string) {
 	t.Helper()
 	var r result
 	for i := 0; i < 100; i++ {
-		r = podlabWith(t, cfg, "logs", pod)
+		r = podlabConfig(t, cfg, "logs", pod)
 		if strings.Contains(r.stdout, want) {
 			return
 		}
