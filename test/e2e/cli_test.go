@@ -14,9 +14,9 @@ func TestUnknownSubcommandExitsNonZero(t *testing.T) {
 		args    []string
 		unknown string
 	}{
-		{[]string{"image", "pull", "busybox"}, "pull"},
+		{[]string{"image", "push", "busybox"}, "push"},
 		{[]string{"completion", "tcsh"}, "tcsh"},
-		{[]string{"help", "image", "pull"}, "pull"},
+		{[]string{"help", "image", "push"}, "push"},
 	} {
 		r := podlab(t, "", tc.args...)
 		want := `unknown command "` + tc.unknown + `"`
