@@ -138,21 +138,8 @@ func buildOCI(cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, ct
 	case runtimeapi.NamespaceMode_CONTAINER:
 		l.Namespaces = append(l.Namespaces, specs.LinuxNamespace{Type: specs.PIDNamespace})
 	}
-	r := cfg.Linux.Resources
-	if r.CpuQuota > 0 || r.CpuShares > 0 {
-		l.Resources.CPU = &specs.LinuxCPU{}
-		if r.CpuQuota > 0 {
-			period := uint64(r.CpuPeriod)
-			l.Resources.CPU.Quota, l.Resources.CPU.Period = &r.CpuQuota, &period
-		}
-		if r.CpuShares > 0 {
-			shares := uint64(r.CpuShares)
-			l.Resources.CPU.Shares = &shares
-		}
-	}
-	if r.MemoryLimitInBytes > 0 {
-		l.Resources.Memory = &specs.LinuxMemory{Limit: &r.MemoryLimitInBytes}
-	}
+	res := ociResources(cfg.Linux.Resources)
+	l.Resources.CPU, l.Resources.Memory = res.CPU, res.Memory
 	for _, d := range cfg.Devices {
 		if err := addDevice(s, d); err != nil {
 			return nil, fmt.Errorf("container %q: device %s: %w", cfg.Metadata.Name, d.HostPath, err)
