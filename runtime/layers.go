@@ -40,6 +40,7 @@ type sandboxInfo struct {
 	HostPID     bool
 	SharePID    bool
 	CgroupPath  string
+	CgroupV2    bool // the host's cgroups are v2 (unified)
 }
 
 // defaultCaps is the capability set CRI runtimes (containerd, CRI-O, moby)
@@ -137,6 +138,12 @@ func buildOCI(cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, ct
 		l.Namespaces = append(l.Namespaces, specs.LinuxNamespace{Type: specs.PIDNamespace, Path: fmt.Sprintf("/proc/%d/ns/pid", sb.PausePID)})
 	case runtimeapi.NamespaceMode_CONTAINER:
 		l.Namespaces = append(l.Namespaces, specs.LinuxNamespace{Type: specs.PIDNamespace})
+	}
+	if sb.CgroupV2 && !sc.Privileged {
+		// A private cgroup namespace on v2, as containerd and CRI-O give
+		// every unprivileged container: its /sys/fs/cgroup and
+		// /proc/self/cgroup start at its own cgroup, not the host's root.
+		l.Namespaces = append(l.Namespaces, specs.LinuxNamespace{Type: specs.CgroupNamespace})
 	}
 	res := ociResources(cfg.Linux.Resources)
 	l.Resources.CPU, l.Resources.Memory = res.CPU, res.Memory
