@@ -82,7 +82,15 @@ func (r result) failsNaming(t *testing.T, what, want string) {
 // podlab runs the binary with the test config.
 func podlab(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(podlabBin, append([]string{"--config", configPath}, args...)...)
+	return podlabVia(t, nil, stdin, args...)
+}
+
+// podlabVia runs podlab under a wrapper command (nsenter …), or directly
+// when wrapper is empty.
+func podlabVia(t *testing.T, wrapper []string, stdin string, args ...string) result {
+	t.Helper()
+	argv := append(append(append([]string(nil), wrapper...), podlabBin, "--config", configPath), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if stdin != "" {
