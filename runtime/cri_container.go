@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/podlab/podlab/internal/cgroupctl"
 	"github.com/podlab/podlab/internal/cleanup"
 	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/failpoint"
@@ -223,6 +226,10 @@ func criDefaults(p *state.Pod, req *runtimeapi.ContainerConfig, podDir string) (
 	}
 	if cfg.Linux.Resources == nil {
 		cfg.Linux.Resources = &runtimeapi.LinuxContainerResources{}
+	}
+	var err error
+	if cfg.Linux.Resources, err = enforceable(cfg.Linux.Resources, cfg.Metadata.Name); err != nil {
+		return nil, err
 	}
 	if cfg.Linux.SecurityContext == nil {
 		cfg.Linux.SecurityContext = &runtimeapi.LinuxContainerSecurityContext{}
@@ -780,6 +787,9 @@ func (r *Runtime) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 	if lr == nil {
 		return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 	}
+	if lr, err = enforceable(lr, c.Name); err != nil {
+		return nil, err
+	}
 	res := ociResources(lr)
 	if err := r.Sandbox.OCI.Update(c.ID, res); err != nil {
 		return nil, fmt.Errorf("updating container %s: %w", state.ShortID(c.ID), err)
@@ -795,25 +805,49 @@ func (r *Runtime) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 }
 
-// ociResources is the OCI form of CRI Linux resources.
+// ociResources is the OCI form of CRI Linux resources: CPU (shares,
+// quota, period, cpuset) and memory limit, each nil when none is set.
 func ociResources(lr *runtimeapi.LinuxContainerResources) *specs.LinuxResources {
-	res := &specs.LinuxResources{CPU: &specs.LinuxCPU{}, Memory: &specs.LinuxMemory{}}
-	if lr.CpuShares > 0 {
+	cpu, mem := &specs.LinuxCPU{}, &specs.LinuxMemory{}
+	if lr.GetCpuShares() > 0 {
 		shares := uint64(lr.CpuShares)
-		res.CPU.Shares = &shares
+		cpu.Shares = &shares
 	}
-	if lr.CpuQuota != 0 {
+	if lr.GetCpuQuota() != 0 {
 		quota := lr.CpuQuota
-		res.CPU.Quota = &quota
+		cpu.Quota = &quota
 	}
-	if lr.CpuPeriod > 0 {
+	if lr.GetCpuPeriod() > 0 {
 		period := uint64(lr.CpuPeriod)
-		res.CPU.Period = &period
+		cpu.Period = &period
 	}
-	res.CPU.Cpus, res.CPU.Mems = lr.CpusetCpus, lr.CpusetMems
-	if lr.MemoryLimitInBytes > 0 {
+	cpu.Cpus, cpu.Mems = lr.GetCpusetCpus(), lr.GetCpusetMems()
+	if lr.GetMemoryLimitInBytes() > 0 {
 		limit := lr.MemoryLimitInBytes
-		res.Memory.Limit = &limit
+		mem.Limit = &limit
+	}
+	res := &specs.LinuxResources{}
+	if !reflect.DeepEqual(cpu, &specs.LinuxCPU{}) {
+		res.CPU = cpu
+	}
+	if mem.Limit != nil {
+		res.Memory = mem
 	}
 	return res
+}
+
+// enforceable drops the limits of lr that no controller of the host's
+// cgroups can enforce, with a warning naming the controller: libcontainer
+// would fail the container on v2 for want of the file to write (see
+// internal/cgroupctl).
+func enforceable(lr *runtimeapi.LinuxContainerResources, ctrName string) (*runtimeapi.LinuxContainerResources, error) {
+	avail, err := cgroupctl.Available()
+	if err != nil {
+		return nil, err
+	}
+	out, missing := cgroupctl.Enforceable(lr, avail)
+	for _, m := range missing {
+		slog.Warn("resource limit not enforced", "container", ctrName, "controller", m.Controller, "reason", m.String())
+	}
+	return out, nil
 }

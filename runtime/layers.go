@@ -40,6 +40,7 @@ type sandboxInfo struct {
 	HostPID     bool
 	SharePID    bool
 	CgroupPath  string
+	CgroupV2    bool // the host's cgroups are v2 (unified)
 }
 
 // defaultCaps is the capability set CRI runtimes (containerd, CRI-O, moby)
@@ -138,21 +139,14 @@ func buildOCI(cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, ct
 	case runtimeapi.NamespaceMode_CONTAINER:
 		l.Namespaces = append(l.Namespaces, specs.LinuxNamespace{Type: specs.PIDNamespace})
 	}
-	r := cfg.Linux.Resources
-	if r.CpuQuota > 0 || r.CpuShares > 0 {
-		l.Resources.CPU = &specs.LinuxCPU{}
-		if r.CpuQuota > 0 {
-			period := uint64(r.CpuPeriod)
-			l.Resources.CPU.Quota, l.Resources.CPU.Period = &r.CpuQuota, &period
-		}
-		if r.CpuShares > 0 {
-			shares := uint64(r.CpuShares)
-			l.Resources.CPU.Shares = &shares
-		}
+	if sb.CgroupV2 && !sc.Privileged {
+		// A private cgroup namespace on v2, as containerd and CRI-O give
+		// every unprivileged container: its /sys/fs/cgroup and
+		// /proc/self/cgroup start at its own cgroup, not the host's root.
+		l.Namespaces = append(l.Namespaces, specs.LinuxNamespace{Type: specs.CgroupNamespace})
 	}
-	if r.MemoryLimitInBytes > 0 {
-		l.Resources.Memory = &specs.LinuxMemory{Limit: &r.MemoryLimitInBytes}
-	}
+	res := ociResources(cfg.Linux.Resources)
+	l.Resources.CPU, l.Resources.Memory = res.CPU, res.Memory
 	for _, d := range cfg.Devices {
 		if err := addDevice(s, d); err != nil {
 			return nil, fmt.Errorf("container %q: device %s: %w", cfg.Metadata.Name, d.HostPath, err)

@@ -82,13 +82,21 @@ func (r result) failsNaming(t *testing.T, what, want string) {
 // podlab runs the binary with the test config.
 func podlab(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
-	return podlabWith(t, podlabBin, configPath, stdin, args...)
+	return podlabVia(t, nil, podlabBin, configPath, stdin, args...)
 }
 
 // podlabWith is podlab with another binary or config file.
 func podlabWith(t *testing.T, bin, config, stdin string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"--config", config}, args...)...)
+	return podlabVia(t, nil, bin, config, stdin, args...)
+}
+
+// podlabVia runs podlab (bin with config) under a wrapper command (nsenter
+// …), or directly when wrapper is empty.
+func podlabVia(t *testing.T, wrapper []string, bin, config, stdin string, args ...string) result {
+	t.Helper()
+	argv := append(append(append([]string(nil), wrapper...), bin, "--config", config), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if stdin != "" {
