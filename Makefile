@@ -63,9 +63,10 @@ check-docs: setup build
 	./scripts/setup.sh
 	./scripts/check-docs.sh
 
-# 1,000 cycles sequentially and at concurrency 4, then a leak check (minutes).
+# 1,000 cycles sequentially and at concurrency 4, then a leak check, then
+# the CRI load: 8 gRPC clients × CRI_CYCLES pod cycles (tens of minutes).
 soak: setup build
-	./scripts/soak.sh -n $(or $(N),1000) -c 4
+	GOTAGS='$(GOTAGS)' ./scripts/soak.sh -n $(or $(N),1000) -c 4 -l $(or $(CRI_CYCLES),200)
 
 bench: setup build
 	$(GO) test -tags '$(GOTAGS)' -run '^$$' -bench . -benchtime 200x ./...

@@ -415,6 +415,7 @@ func (r *Runtime) refreshTask(p *state.Pod, c *state.Container, client **shim.Cl
 	if *client == nil {
 		cl, err := shim.Dial(p.ShimSocket)
 		if err != nil {
+			markOrphaned(p, c)
 			return
 		}
 		*client = cl
@@ -439,6 +440,18 @@ func (r *Runtime) refreshTask(p *state.Pod, c *state.Container, client **shim.Cl
 			finished := st.FinishedAt
 			c.State, c.ExitCode, c.FinishedAt = ContainerExited, &code, &finished
 		}
+	}
+}
+
+// markOrphaned marks Unknown a container recorded running whose pod's
+// shim is gone (killed, or crashed): no one collects its exit or its
+// output any more, so "running" would be a guess that a client never
+// corrects (containerd likewise reports a task exited once its shim is
+// lost). StopPodSandbox and RemovePodSandbox still kill it, through
+// libcontainer's state.
+func markOrphaned(p *state.Pod, c *state.Container) {
+	if c.State == ContainerRunning && p.ShimSocket != "" && !shimAlive(p) {
+		c.State = ContainerUnknown
 	}
 }
 
@@ -686,6 +699,7 @@ func (r *Runtime) ListContainers(ctx context.Context, req *runtimeapi.ListContai
 		for i := range p.Containers {
 			c := &p.Containers[i]
 			RefreshContainer(c)
+			markOrphaned(p, c)
 			st := criContainerState(c.State)
 			if !selected(c.ID, c.Labels, f.GetId(), f.GetLabelSelector()) || f.GetState() != nil && f.GetState().State != st {
 				continue

@@ -349,7 +349,8 @@ func (r *Runtime) stopTaskContainers(p *state.Pod) []error {
 	for i := range p.Containers {
 		c := &p.Containers[i]
 		r.refreshTask(p, c, &client)
-		if c.State != ContainerRunning && c.State != ContainerCreated {
+		orphaned := c.State == ContainerUnknown && client == nil
+		if c.State != ContainerRunning && c.State != ContainerCreated && !orphaned {
 			continue
 		}
 		if client == nil {

@@ -440,11 +440,16 @@ func PauseAlive(p *state.Pod) bool { return proc.Alive(p.PausePID, p.PauseStart)
 // netns is already gone) and netns removal. Idempotent. The caller holds the
 // pod's lock and has stopped the pod's containers.
 func (m *Manager) Stop(ctx context.Context, p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
-	// The network goes even if the pause did not stop.
-	if err := errors.Join(m.stopPause(p, grace, rec), m.detach(ctx, p, rec)); err != nil {
+	if err := m.halt(ctx, p, grace, rec); err != nil {
 		return err
 	}
 	return m.markStopped(p)
+}
+
+// halt is Stop without the record: the pause stopped and the network
+// detached. The network goes even if the pause did not stop.
+func (m *Manager) halt(ctx context.Context, p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
+	return errors.Join(m.stopPause(p, grace, rec), m.detach(ctx, p, rec))
 }
 
 // stopPause stops the pause and removes the pod's pinned namespaces. A
@@ -519,7 +524,11 @@ func (m *Manager) markStopped(p *state.Pod) error {
 // state record. Idempotent; on error the record stays so that a later rm
 // or gc can finish.
 func (m *Manager) Remove(ctx context.Context, p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
-	if err := m.Stop(ctx, p, grace, rec); err != nil {
+	// No stopped mark on the way (Stop's): the record goes next anyway,
+	// and a removal must not need a write. A rollback often runs because
+	// a write failed (the state dir's disk full); a crash before the
+	// delete leaves the previous record, whose teardown is idempotent.
+	if err := m.halt(ctx, p, grace, rec); err != nil {
 		return fmt.Errorf("stopping pod %s: %w", p.Key(), err)
 	}
 	return m.Delete(p, rec)

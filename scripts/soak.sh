@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# soak.sh [-n N] [-c C] [-f POD.yaml]: N full pod cycles (run → first
+# soak.sh [-n N] [-c C] [-f POD.yaml] [-l L]: N full pod cycles (run → first
 # container exit → rm) sequentially, then N at concurrency C; afterwards the
 # leak check must be clean, the podlab0 bridge must hold no ports and the
-# host-local range must hold no leases. Prints counts and timings. Not run in
+# host-local range must hold no leases. Then, unless L is 0, the CRI load
+# (TestCRILoad): 8 gRPC clients × L pod cycles against `podlab serve`, with
+# its latencies per RPC, RSS and fds. Prints counts and timings. Not run in
 # CI (minutes); its figures go in closing notes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-n=1000 c=4 pod=""
-while getopts "n:c:f:" o; do case $o in n) n=$OPTARG;; c) c=$OPTARG;; f) pod=$OPTARG;; *) exit 2;; esac; done
+n=1000 c=4 pod="" l=200
+while getopts "n:c:f:l:" o; do case $o in n) n=$OPTARG;; c) c=$OPTARG;; f) pod=$OPTARG;; l) l=$OPTARG;; *) exit 2;; esac; done
 bin=./bin/podlab
 [ -x "$bin" ] || { echo "build first: make build" >&2; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -53,4 +55,11 @@ printf 'sequential: %d cycles in %.1fs (%.1f/s)\n' "$n" "$(echo "$t1-$t0" | bc)"
 printf 'concurrency %d: %d cycles in %.1fs (%.1f/s)\n' "$c" "$n" "$(echo "$t2-$t1" | bc)" "$(echo "$n/($t2-$t1)" | bc -l)"
 echo "failed cycles: $fail; bridge ports left: $ports; leases left: $leases"
 if [ -n "$leaks" ]; then echo "leaks:"; echo "$leaks"; fi
-[ "$fail" = 0 ] && [ "$ports" = 0 ] && [ "$leases" = 0 ] && [ -z "$leaks" ]
+[ "$fail" = 0 ] && [ "$ports" = 0 ] && [ "$leases" = 0 ] && [ -z "$leaks" ] || exit 1
+
+# The CRI load: its own served state dir, server and leak check (test/e2e).
+if [ "$l" != 0 ]; then
+  echo "CRI load: 8 clients × $l pod cycles"
+  PODLAB_CRI_LOAD_CYCLES=$l CI=true "${GO:-go}" test -tags "${GOTAGS:-seccomp}" -count=1 -timeout 60m \
+    -run '^TestCRILoad$' -v ./test/e2e/ | grep -v '^=== RUN'
+fi

@@ -120,6 +120,12 @@ func rootSetup(t *testing.T) {
 // noState fails if the state store holds any pod.
 func noState(t *testing.T) {
 	t.Helper()
+	noStateIn(t, stateDir)
+}
+
+// noStateIn fails if the state store in stateDir holds any pod.
+func noStateIn(t *testing.T, stateDir string) {
+	t.Helper()
 	ents, _ := os.ReadDir(filepath.Join(stateDir, "pods"))
 	if len(ents) != 0 {
 		t.Errorf("state left behind: %d pod dirs", len(ents))
