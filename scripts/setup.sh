@@ -10,7 +10,7 @@ CNI_BIN_DIR=${CNI_BIN_DIR:-/opt/podlab/cni/bin}
 PLUGINS=(loopback bridge host-local portmap)
 CRICTL_VERSION=${CRICTL_VERSION:-v1.37.0}
 CRICTL_BIN_DIR=${CRICTL_BIN_DIR:-/opt/podlab/bin}
-APT_PACKAGES=(iptables busybox-static iproute2 gcc make libc6-dev ca-certificates util-linux runc)
+APT_PACKAGES=(iptables busybox-static iproute2 gcc make libc6-dev ca-certificates util-linux runc stress-ng)
 
 say() { echo "setup: $*"; }
 
