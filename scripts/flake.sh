@@ -108,7 +108,8 @@ for pkg in "${pkgs[@]}"; do
     failed+=("$pkg")
     kept=/tmp/podlab-flake-$(basename "$log")
     cp "$log" "$kept"
-    grep -A12 -- '--- FAIL' "$log" | head -80 || tail -40 "$log"
+    # go test -v prints a test's log lines before its --- FAIL line.
+    grep -B12 -- '--- FAIL' "$log" | grep -v -e '^=== ' -e '--- PASS' -e '--- SKIP' | head -60 || tail -40 "$log"
     echo "flake: FAIL $pkg (${runs}x, $((SECONDS - t0))s): $fail failed tests; log in $kept"
   else
     echo "flake: ok   $pkg (${runs}x, $((SECONDS - t0))s): $pass passed tests and subtests"
