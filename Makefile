@@ -12,7 +12,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 GOTAGS   ?= seccomp
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build setup install demo test unit-test fuzz soak bench lint clean docs check-docs
+.PHONY: all build setup install demo test unit-test fuzz flake soak bench lint clean docs check-docs
 
 all: build
 
@@ -52,6 +52,14 @@ fuzz:
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzExpand$$' ./runtime/env
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzUnpackLayer$$' ./rootfs
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzCRIToOCI$$' ./runtime
+
+# The unit tests many times under CPU and I/O load (stress-ng): any failure
+# is a flaky test. CI runs this short version; the long one is
+# `make flake PAUSE_RUNS=500 UNIT_RUNS=50`.
+PAUSE_RUNS ?= 30
+UNIT_RUNS ?= 2
+flake:
+	PAUSE_RUNS=$(PAUSE_RUNS) UNIT_RUNS=$(UNIT_RUNS) ./scripts/flake.sh
 
 # docs/*.md from docs/src/*.md.in, with real (masked) podlab output.
 docs: setup build

@@ -37,12 +37,15 @@ func main() {
 			return
 		}
 	}
+	// First, as pause.c: from here on SIGTERM is a clean exit, not the
+	// runtime's handler killing the process (or, as a PID-namespace init
+	// it cannot kill, exiting 2), even while confine waits for podlab.
+	catch()
 	confine()
 	if syscall.Getpid() != 1 {
 		// Not an error: pause sees use outside of pod sandboxes.
 		syscall.Write(2, []byte("Warning: pause should be the first process\n"))
 	}
-	catch()
 	release()
 	defaultOthers()
 	sleep()
@@ -55,27 +58,37 @@ func fail(step string, errno syscall.Errno) {
 }
 
 // defaultOthers puts every signal pause.c leaves alone back to SIG_DFL,
-// replacing the Go runtime's handlers. That matters for PID 1: the kernel
-// drops a signal an init has no handler for (so a stray SIGHUP or SIGUSR1
-// from the host is ignored, as by pause.c) instead of the runtime exiting 2.
-// Signals the runtime itself relies on keep its handlers. A zeroed struct
-// sigaction is SIG_DFL on every architecture. It runs last, after catch
-// and release, so a caught SIGHUP disappearing from SigCgt in
-// /proc/<pid>/status means ready.
+// replacing the Go runtime's handlers and any SIG_IGN pause inherited (its
+// starter may have run under nohup, or as a shell's background job). That
+// matters for PID 1: the kernel drops a signal an init has no handler for
+// (so a stray SIGHUP or SIGUSR1 from the host is ignored, as by pause.c)
+// instead of the runtime exiting 2. Signals the runtime itself relies on
+// keep its handlers. A zeroed struct sigaction is SIG_DFL on every
+// architecture. It runs last, in increasing signal order: pause is ready
+// once no signal outside keeps is caught (SigCgt in /proc/<pid>/status),
+// as the runtime catches all of them at start, signal 64 included. Not
+// SIGHUP alone: the runtime leaves an inherited SIG_IGN of SIGHUP and
+// SIGINT in place, so its SigCgt bit says nothing then.
 func defaultOthers() {
 	var dfl [8]uintptr
 	for sig := syscall.Signal(1); sig <= 64; sig++ {
-		switch sig {
-		case syscall.SIGINT, syscall.SIGTERM, syscall.SIGCHLD, // ours
-			syscall.SIGKILL, syscall.SIGSTOP, // fixed
-			// Faults become panics or crash reports, SIGURG preempts
-			// goroutines, 33 runs the runtime's per-thread syscalls.
-			syscall.SIGILL, syscall.SIGTRAP, syscall.SIGBUS, syscall.SIGFPE,
-			syscall.SIGSEGV, syscall.SIGSYS, syscall.SIGURG, 33,
-			sigSettle: // pause's own timer
-
-			continue
+		if !keeps(sig) {
+			syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
 		}
-		syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
 	}
+}
+
+// keeps reports whether defaultOthers leaves sig's handler in place.
+func keeps(sig syscall.Signal) bool {
+	switch sig {
+	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGCHLD, // ours
+		syscall.SIGKILL, syscall.SIGSTOP, // fixed
+		// Faults become panics or crash reports, SIGURG preempts
+		// goroutines, 33 runs the runtime's per-thread syscalls.
+		syscall.SIGILL, syscall.SIGTRAP, syscall.SIGBUS, syscall.SIGFPE,
+		syscall.SIGSEGV, syscall.SIGSYS, syscall.SIGURG, 33,
+		sigSettle: // pause's own timer
+		return true
+	}
+	return false
 }

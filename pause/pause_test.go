@@ -119,27 +119,72 @@ func status(pid int) map[string]string {
 	return m
 }
 
-// poll calls cond every 10 ms until it is true, failing after 10 s.
+// poll calls cond every 10 ms until it is true, failing after 20 s (longer
+// than the pause's 10 s settle period).
 func poll(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 	}
 }
 
-// waitReady waits until pid is the pause binary with its handlers in place:
-// pause sets SIGHUP back to SIG_DFL after installing them, so SigCgt (the
-// caught-signal mask) loses SIGHUP, which the Go runtime had caught.
+// waitReady waits until pid is the pause binary with its handlers in place
+// and every other signal back to its default: SigCgt (the caught-signal
+// mask) holds pause's three signals and nothing defaultOthers resets, which
+// the runtime had caught at start (see defaultOthers).
 func waitReady(t *testing.T, pid int) {
 	t.Helper()
 	poll(t, "pause to install its signal handlers", func() bool {
 		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 		caught, err := strconv.ParseUint(status(pid)["SigCgt"], 16, 64)
-		return exe == pauseBin && err == nil && caught&(1<<(syscall.SIGHUP-1)) == 0 &&
-			caught&(1<<(syscall.SIGTERM-1)) != 0 && caught&(1<<(syscall.SIGCHLD-1)) != 0
+		return exe == pauseBin && err == nil && caught&mask(syscall.SIGINT, syscall.SIGTERM, syscall.SIGCHLD) == mask(syscall.SIGINT, syscall.SIGTERM, syscall.SIGCHLD) &&
+			caught&resetByPause == 0
 	})
+}
+
+// mask is the /proc/<pid>/status bit mask of sigs.
+func mask(sigs ...syscall.Signal) uint64 {
+	var m uint64
+	for _, s := range sigs {
+		m |= 1 << (s - 1)
+	}
+	return m
+}
+
+// resetByPause is the mask of the signals defaultOthers sets to SIG_DFL.
+var resetByPause = func() uint64 {
+	var m uint64
+	for sig := syscall.Signal(1); sig <= 64; sig++ {
+		if !keeps(sig) {
+			m |= mask(sig)
+		}
+	}
+	return m
+}()
+
+// inherited are the signal dispositions a pause may be started with: the
+// defaults, or SIG_IGN, which exec keeps, as set by a shell's empty trap
+// for a starter run under nohup (SIGHUP) or as a background job (SIGINT,
+// SIGQUIT). The runtime leaves an inherited SIG_IGN of SIGHUP and SIGINT
+// in place.
+var inherited = []struct {
+	name    string
+	ignored string // for trap
+}{
+	{"defaults", ""},
+	{"ignored", "HUP INT QUIT TERM USR1"},
+}
+
+// startPause starts pause with args, its starter having ignored the
+// signals named in ignored (a space-separated trap list) if any.
+func startPause(t *testing.T, ignored string, args ...string) *run {
+	t.Helper()
+	if ignored == "" {
+		return start(t, nil, pauseBin, args...)
+	}
+	return start(t, nil, "sh", append([]string{"-c", `trap '' ` + ignored + `; exec "$0" "$@"`, pauseBin}, args...)...)
 }
 
 // children lists the pids whose parent is ppid.
@@ -202,42 +247,56 @@ func TestVersion(t *testing.T) {
 
 // pause.c has no usage message: arguments other than -v are ignored.
 func TestOtherArgumentsIgnored(t *testing.T) {
-	r := start(t, nil, pauseBin, "--bogus", "x")
-	waitReady(t, r.pid())
-	syscall.Kill(r.pid(), syscall.SIGTERM)
-	if code := r.exitCode(t); code != 0 {
-		t.Errorf("exit code %d, want 0", code)
-	}
-}
-
-func TestShutdownSignals(t *testing.T) {
-	for sig, name := range map[syscall.Signal]string{syscall.SIGTERM: "Terminated", syscall.SIGINT: "Interrupt"} {
-		t.Run(name, func(t *testing.T) {
-			r := start(t, nil, pauseBin)
+	for _, in := range inherited {
+		t.Run(in.name, func(t *testing.T) {
+			r := startPause(t, in.ignored, "--bogus", "x")
 			waitReady(t, r.pid())
-			if err := syscall.Kill(r.pid(), sig); err != nil {
-				t.Fatal(err)
-			}
+			syscall.Kill(r.pid(), syscall.SIGTERM)
 			if code := r.exitCode(t); code != 0 {
-				t.Errorf("exit code %d after %v, want 0", code, sig)
-			}
-			out, errOut := r.output(t)
-			if want := warning + "Shutting down, got signal: " + name + "\n"; out != "" || errOut != want {
-				t.Errorf("stdout %q, stderr %q; want nothing and %q", out, errOut, want)
+				t.Errorf("exit code %d, want 0", code)
 			}
 		})
 	}
 }
 
+func TestShutdownSignals(t *testing.T) {
+	for _, in := range inherited {
+		for sig, name := range map[syscall.Signal]string{syscall.SIGTERM: "Terminated", syscall.SIGINT: "Interrupt"} {
+			t.Run(in.name+"/"+name, func(t *testing.T) {
+				r := startPause(t, in.ignored)
+				waitReady(t, r.pid())
+				if err := syscall.Kill(r.pid(), sig); err != nil {
+					t.Fatal(err)
+				}
+				if code := r.exitCode(t); code != 0 {
+					t.Errorf("exit code %d after %v, want 0", code, sig)
+				}
+				out, errOut := r.output(t)
+				if want := warning + "Shutting down, got signal: " + name + "\n"; out != "" || errOut != want {
+					t.Errorf("stdout %q, stderr %q; want nothing and %q", out, errOut, want)
+				}
+			})
+		}
+	}
+}
+
 // As pause.c, other signals take their default action outside a PID
-// namespace (here: SIGHUP kills).
+// namespace (here: SIGHUP kills), whatever pause inherited: it ignores
+// nothing once ready.
 func TestOtherSignalsDefault(t *testing.T) {
-	r := start(t, nil, pauseBin)
-	waitReady(t, r.pid())
-	syscall.Kill(r.pid(), syscall.SIGHUP)
-	r.exitCode(t)
-	if ws := r.cmd.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGHUP {
-		t.Errorf("after SIGHUP: %v, want killed by SIGHUP", r.cmd.ProcessState)
+	for _, in := range inherited {
+		t.Run(in.name, func(t *testing.T) {
+			r := startPause(t, in.ignored)
+			waitReady(t, r.pid())
+			if ignored := status(r.pid())["SigIgn"]; ignored != "0000000000000000" {
+				t.Errorf("SigIgn %s once ready, want none", ignored)
+			}
+			syscall.Kill(r.pid(), syscall.SIGHUP)
+			r.exitCode(t)
+			if ws := r.cmd.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGHUP {
+				t.Errorf("after SIGHUP: %v, want killed by SIGHUP", r.cmd.ProcessState)
+			}
+		})
 	}
 }
 
@@ -328,7 +387,9 @@ func TestPID1(t *testing.T) {
 // most of its read-only data, which the runtime's start reads in full: the
 // release that halves its resident set in every pod. Where signals are
 // caught in assembly, the settle timer then drops the code the scheduler
-// faulted back in, and handled signals do not bring it back.
+// faulted back in, and handled signals do not bring it back. No step is
+// timed: each waits for the runtime to be idle, which it then stays for a
+// minute (see armSettle), and the settle timer fires every 10 s.
 func TestReleasesStartupPages(t *testing.T) {
 	r := start(t, nil, pauseBin)
 	waitReady(t, r.pid())
@@ -338,7 +399,9 @@ func TestReleasesStartupPages(t *testing.T) {
 	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
 		return
 	}
-	// Most of the code is mapped again at this point (see armSettle).
+	// Most of the code is mapped again until the runtime is idle, and
+	// a settle after that drops it (see armSettle).
+	waitIdle(t, r.pid())
 	settled := func() bool {
 		ro := readOnlyMappings(t, r.pid())
 		return ro["r-xp"].rss+ro["r--p"].rss <= (ro["r-xp"].size+ro["r--p"].size)/4
@@ -347,8 +410,9 @@ func TestReleasesStartupPages(t *testing.T) {
 	for range 3 {
 		syscall.Kill(r.pid(), syscall.SIGCHLD) // the handler's wait4 finds no child
 		poll(t, "pause to take the SIGCHLD", func() bool { return status(r.pid())["ShdPnd"] == "0000000000000000" })
+		// Had the signal woken the runtime, it has run by then.
+		waitIdle(t, r.pid())
 	}
-	time.Sleep(100 * time.Millisecond) // had the runtime woken, it would have run by now
 	if !settled() {
 		ro := readOnlyMappings(t, r.pid())
 		t.Errorf("after SIGCHLDs: code %d of %d kB, read-only data %d of %d kB resident; want at most a quarter of both together",
@@ -356,6 +420,28 @@ func TestReleasesStartupPages(t *testing.T) {
 	}
 	syscall.Kill(r.pid(), syscall.SIGTERM)
 	r.exitCode(t)
+}
+
+// waitIdle waits until every thread of pid sleeps in futex(2): pause's main
+// thread on its word, the runtime's idle threads parked, and its monitor
+// thread in the deep sleep it enters once no goroutine runs (until then it
+// polls in nanosleep, or runs).
+func waitIdle(t *testing.T, pid int) {
+	t.Helper()
+	futex := strconv.Itoa(syscall.SYS_FUTEX)
+	poll(t, "pause's runtime to be idle", func() bool {
+		tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/syscall", pid))
+		if err != nil || len(tasks) == 0 {
+			return false
+		}
+		for _, task := range tasks {
+			b, err := os.ReadFile(task)
+			if nr, _, _ := strings.Cut(string(b), " "); err != nil || nr != futex {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 type mapping struct{ size, rss int } // kB

@@ -34,7 +34,7 @@ func (m masquerade) ensure(network string, ip *net.IPNet) error {
 		return err
 	}
 	// Two first pods at once must not both append: Exists+Append is not atomic.
-	lock, err := os.OpenFile(filepath.Join(m.dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	lock, err := os.OpenFile(filepath.Join(m.dir, ".lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
 	}
@@ -56,8 +56,15 @@ func (m masquerade) ensure(network string, ip *net.IPNet) error {
 	if err := ipt.AppendUnique("nat", "POSTROUTING", rule...); err != nil {
 		return fmt.Errorf("cni.masquerade: adding the MASQUERADE rule for %s: %w", subnet, err)
 	}
-	if err := os.WriteFile(marker, []byte(strings.Join(rule, " ")+"\n"), 0o600); err != nil && !errors.Is(err, os.ErrExist) {
+	// New (O_EXCL), so not through a link planted in the state dir; one
+	// there already is a marker a pod made while this one waited.
+	f, err := os.OpenFile(marker, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	if err != nil {
 		return err
 	}
-	return nil
+	_, werr := f.WriteString(strings.Join(rule, " ") + "\n")
+	return errors.Join(werr, f.Close())
 }

@@ -396,7 +396,7 @@ func removePins(p *state.Pod) error {
 // cgroupLock serializes creating pod cgroups with removing their shared
 // parent, which would otherwise race (mkdir parent, rmdir parent, mkdir child).
 func (m *Manager) cgroupLock() (func(), error) {
-	f, err := os.OpenFile(filepath.Join(m.Store.Dir(), "cgroup.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(filepath.Join(m.Store.Dir(), "cgroup.lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, err
 	}

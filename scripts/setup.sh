@@ -14,8 +14,9 @@ CRICTL_BIN_DIR=${CRICTL_BIN_DIR:-/opt/podlab/bin}
 # docker-registry (the CNCF distribution registry) and apache2-utils
 # (htpasswd): the pull e2e test runs a private TLS + htpasswd registry on
 # 127.0.0.1; containerd: the CRI pull comparison runs a private one.
+# stress-ng: make flake runs the unit tests beside it.
 APT_PACKAGES=(iptables busybox-static iproute2 gcc make libc6-dev libseccomp-dev pkg-config ca-certificates util-linux runc
-  docker-registry apache2-utils containerd)
+  docker-registry apache2-utils containerd stress-ng)
 
 say() { echo "setup: $*"; }
 

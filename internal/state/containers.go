@@ -18,12 +18,22 @@ func (s *Store) containerIndexPath(id string) string {
 }
 
 // IndexContainer records that container ctrID belongs to pod podID. It is
-// written before the container exists, with the record that names it.
+// written before the container exists, with the record that names it. The
+// file is new (O_EXCL), as the id is: no file or link planted under its
+// name is written through. podlab's files in its state dir are made so,
+// replaced by rename (atomicfile), or opened with O_NOFOLLOW, so that
+// whoever can write there cannot make podlab, as root, write elsewhere.
 func (s *Store) IndexContainer(podID, ctrID string) error {
 	if !validID(podID) || !validID(ctrID) {
 		return fmt.Errorf("indexing container %s: malformed id", ShortID(ctrID))
 	}
-	if err := os.WriteFile(s.containerIndexPath(ctrID), []byte(podID), 0o600); err != nil {
+	f, err := os.OpenFile(s.containerIndexPath(ctrID), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("indexing container %s: %w", ShortID(ctrID), err)
+	}
+	_, werr := f.WriteString(podID)
+	if err := errors.Join(werr, f.Close()); err != nil {
+		os.Remove(s.containerIndexPath(ctrID))
 		return fmt.Errorf("indexing container %s: %w", ShortID(ctrID), err)
 	}
 	return nil

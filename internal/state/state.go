@@ -418,18 +418,23 @@ type Lock struct {
 
 // LockPod takes the exclusive lock for namespace/name, waiting for it.
 func (s *Store) LockPod(namespace, name string) (*Lock, error) {
-	return s.lock(filepath.Join(s.dir, "locks", namespace+"_"+name+".lock"), true)
+	return s.lock(s.podLockPath(namespace, name), true)
 }
 
 // TryLockPod takes the lock only if it is free; it returns (nil, nil) when
 // another command holds it.
 func (s *Store) TryLockPod(namespace, name string) (*Lock, error) {
-	return s.lock(filepath.Join(s.dir, "locks", namespace+"_"+name+".lock"), false)
+	return s.lock(s.podLockPath(namespace, name), false)
+}
+
+func (s *Store) podLockPath(namespace, name string) string {
+	return filepath.Join(s.dir, "locks", namespace+"_"+name+".lock")
 }
 
 func (s *Store) lock(path string, wait bool) (*Lock, error) {
 	for {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		// Not through a link planted in the state dir (see IndexContainer).
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("opening lock %s: %w", path, err)
 		}

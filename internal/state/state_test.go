@@ -114,6 +114,46 @@ func TestLockPod(t *testing.T) {
 	l3.UnlockAndRemove()
 }
 
+// A link planted in the state dir under the name of a file podlab writes
+// is not written through: the call fails, and the link's target is
+// neither created nor changed.
+func TestPlantedLinksNotFollowed(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(filepath.Join(dir, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	absent := filepath.Join(dir, "absent")
+	podID, ctrID := NewID(), NewID()
+	for _, tc := range []struct {
+		name, link string
+		write      func() error
+	}{
+		{"pod lock", s.podLockPath("default", "a"), func() error { _, err := s.TryLockPod("default", "a"); return err }},
+		{"container index", s.containerIndexPath(ctrID), func() error { return s.IndexContainer(podID, ctrID) }},
+	} {
+		for _, target := range []string{victim, absent} {
+			if err := os.Symlink(target, tc.link); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.write(); err == nil {
+				t.Errorf("%s through a planted link to %s: no error", tc.name, target)
+			}
+			os.Remove(tc.link)
+		}
+	}
+	if data, err := os.ReadFile(victim); err != nil || string(data) != "precious" {
+		t.Errorf("the links' target holds %q, %v; want it untouched", data, err)
+	}
+	if _, err := os.Lstat(absent); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a dangling link's target was created: %v", err)
+	}
+}
+
 func BenchmarkSave(b *testing.B) {
 	s, _ := Open(b.TempDir())
 	p := newPod("bench")

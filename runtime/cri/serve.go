@@ -82,15 +82,27 @@ func (l *Lock) Release() error {
 //
 // The file is opened close-on-exec (as os.OpenFile always does): the shims a
 // server starts outlive it, and one that inherited the descriptor would hold
-// the lock after the server exits.
+// the lock after the server exits. It is opened without following a link,
+// and must be a regular file: the server truncates and writes it, and a
+// link or device planted in its place would have it write elsewhere.
 func LockStateDir(stateDir string) (*Lock, error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
 	path := filepath.Join(stateDir, LockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0o600)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("serve lock %s is a symbolic link: podlab follows no link in its state dir", path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("serve lock: %w", err)
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("not a regular file (%v)", fi.Mode().Type())
+		}
+		return nil, fmt.Errorf("serve lock %s: %w", path, err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
@@ -156,17 +168,43 @@ func listenUnix(path string) (net.Listener, error) {
 	if err := removeStaleSocket(path); err != nil {
 		return nil, err
 	}
-	l, err := net.Listen("unix", path)
+	l, err := bindPrivate(path)
+	if err != nil {
+		return nil, fmt.Errorf("socket %s: %w", path, err)
+	}
+	return l, nil
+}
+
+// bindPrivate listens on a unix socket at path that is 0600 from the moment
+// it exists: bind(2) gives the file the socket's own mode less the umask,
+// and fchmod on the unbound socket sets that mode. A chmod after bind would
+// leave a moment at the umask's mode (0777 under umask 0) in which any user
+// could connect, and would follow a link swapped in for the socket. Like
+// net.Listen's, the listener removes the file when it closes.
+func bindPrivate(path string) (net.Listener, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
-	// Between bind and chmod the socket has the umask's mode; connect(2)
-	// needs write permission, which the usual umask (022) withholds from
-	// group and others, and the dir made above is 0700 anyway.
-	if err := os.Chmod(path, 0o600); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("socket %s: %w", path, err)
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close() // net.FileListener holds a duplicate
+	if err := unix.Fchmod(fd, 0o600); err != nil {
+		return nil, fmt.Errorf("fchmod: %w", err)
 	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		return nil, fmt.Errorf("bind: %w", err)
+	}
+	l, err := func() (net.Listener, error) {
+		if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
+			return nil, fmt.Errorf("listen: %w", err)
+		}
+		return net.FileListener(f)
+	}()
+	if err != nil {
+		os.Remove(path)
+		return nil, err
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(true)
 	return l, nil
 }
 

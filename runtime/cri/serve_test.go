@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -82,6 +83,42 @@ func TestLockStateDir(t *testing.T) {
 	lock2.Release()
 }
 
+// A serve lock planted as a link (to a file or to nothing) or as another
+// kind of file is refused, and nothing is written through it.
+func TestLockStateDirRefusesPlantedFiles(t *testing.T) {
+	tmp := t.TempDir()
+	victim := filepath.Join(tmp, "victim")
+	if err := os.WriteFile(victim, []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	absent := filepath.Join(tmp, "absent")
+	for _, tc := range []struct {
+		name, want string
+		plant      func(path string) error
+	}{
+		{"link to a file", "is a symbolic link", func(path string) error { return os.Symlink(victim, path) }},
+		{"dangling link", "is a symbolic link", func(path string) error { return os.Symlink(absent, path) }},
+		{"fifo", "not a regular file", func(path string) error { return unix.Mkfifo(path, 0o600) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := tc.plant(filepath.Join(dir, LockFile)); err != nil {
+				t.Fatal(err)
+			}
+			if lock, err := LockStateDir(dir); err == nil || !strings.Contains(err.Error(), tc.want) {
+				lock.Release()
+				t.Errorf("LockStateDir = %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
+	if data, err := os.ReadFile(victim); err != nil || string(data) != "precious" {
+		t.Errorf("the link's target holds %q, %v; want it untouched", data, err)
+	}
+	if _, err := os.Lstat(absent); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the dangling link's target was created: %v", err)
+	}
+}
+
 func TestListen(t *testing.T) {
 	tmp := t.TempDir()
 	stateDir := filepath.Join(tmp, "state")
@@ -121,6 +158,25 @@ func TestListen(t *testing.T) {
 	}
 }
 
+// The socket is 0600 from the moment it exists, whatever the umask: no
+// chmod after bind leaves a moment in which any user could connect.
+func TestBindPrivateIgnoresUmask(t *testing.T) {
+	old := unix.Umask(0)
+	path := filepath.Join(t.TempDir(), "s.sock")
+	l, err := bindPrivate(path)
+	unix.Umask(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(path); err != nil || fi.Mode() != fs.ModeSocket|0o600 {
+		t.Errorf("socket mode under umask 0: %v, %v; want %v", fi.Mode(), err, fs.ModeSocket|0o600)
+	}
+	l.Close()
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("socket after Close: %v, want it gone", err)
+	}
+}
+
 func TestListenReplacesStaleSocket(t *testing.T) {
 	tmp := t.TempDir()
 	path := filepath.Join(tmp, "podlab.sock")
@@ -140,18 +196,42 @@ func TestListenReplacesStaleSocket(t *testing.T) {
 	lock.Release()
 }
 
+// A file, or a link planted at the socket's path (to a file, to a live
+// socket, to nothing), is refused and left as it was.
 func TestListenKeepsNonSocket(t *testing.T) {
 	tmp := t.TempDir()
-	path := filepath.Join(tmp, "not-a-socket")
-	if err := os.WriteFile(path, []byte("precious"), 0o644); err != nil {
+	file := filepath.Join(tmp, "not-a-socket")
+	if err := os.WriteFile(file, []byte("precious"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := Listen(path, filepath.Join(tmp, "state"))
-	if err == nil || !strings.Contains(err.Error(), "not a socket") {
-		t.Errorf("Listen on a regular file = %v, want a refusal", err)
+	live, err := net.Listen("unix", filepath.Join(tmp, "live.sock"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if data, _ := os.ReadFile(path); string(data) != "precious" {
+	defer live.Close()
+	paths := []string{file}
+	for i, target := range []string{file, live.Addr().String(), filepath.Join(tmp, "absent")} {
+		link := filepath.Join(tmp, fmt.Sprintf("link%d", i))
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, link)
+	}
+	for _, path := range paths {
+		before, _ := os.Lstat(path)
+		_, _, err := Listen(path, filepath.Join(tmp, "state"))
+		if err == nil || !strings.Contains(err.Error(), "not a socket") {
+			t.Errorf("Listen on %s = %v, want a refusal", path, err)
+		}
+		if after, err := os.Lstat(path); err != nil || after.Mode() != before.Mode() {
+			t.Errorf("%s after the refusal: %v, %v; want it as it was", path, after, err)
+		}
+	}
+	if data, _ := os.ReadFile(file); string(data) != "precious" {
 		t.Errorf("the file was touched: %q", data)
+	}
+	if _, err := os.Lstat(filepath.Join(tmp, "absent")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the dangling link's target was created: %v", err)
 	}
 }
 

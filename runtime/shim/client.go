@@ -194,8 +194,13 @@ func fromWire(msg string) error {
 	return &remoteError{msg: msg}
 }
 
-// call makes one call, giving up (not the shim) when ctx is done.
+// call makes one call, giving up (not the shim) when ctx is done. A call
+// whose ctx is done already is not sent, as net/http sends no such
+// request: the shim would act on it with nobody to hear the outcome.
 func (c *Client) call(ctx context.Context, method string, args, reply any) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("shim %s: %w", method, err)
+	}
 	ch := make(chan clientReply, 1)
 	c.mu.Lock()
 	if c.err != nil {

@@ -80,7 +80,7 @@ func (s *Shim) seal() oci.SealCounts {
 
 // logToPod sends the shim's stdout and stderr to the pod's shim.log.
 func (s *Shim) logToPod(podID string) error {
-	logf, err := os.OpenFile(filepath.Join(s.Store.PodDir(podID), "shim.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	logf, err := os.OpenFile(filepath.Join(s.Store.PodDir(podID), "shim.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
 	}

@@ -115,16 +115,24 @@ func TestTaskServiceWire(t *testing.T) {
 	if _, err := listen(socket); err == nil || !strings.Contains(err.Error(), "another shim") {
 		t.Errorf("second listen on a served socket: %v", err)
 	}
-	served := make(chan error, 1)
-	go func() { served <- ts.serve(l) }()
-
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// The connection waits in the listen backlog until the server serves.
 	c, err := Dial(socket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// A caller that gives up before the answer leaves the connection
+	// usable: nothing serves yet, so the answer comes only after this call
+	// has returned, and is dropped.
+	early, cancelEarly := context.WithTimeout(ctx, 10*time.Millisecond)
+	if _, err := c.State(early, "nope"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("State with nobody serving, until a deadline: %v", err)
+	}
+	cancelEarly()
+	served := make(chan error, 1)
+	go func() { served <- ts.serve(l) }()
 	if _, err := c.State(ctx, "nope"); !errdefs.IsNotFound(err) || err.Error() != "container nope not found" {
 		t.Errorf("State of an unknown id: %v", err)
 	}
@@ -169,8 +177,8 @@ func TestTaskServiceWire(t *testing.T) {
 		t.Errorf("net/rpc Kill with signal 0: %v", err)
 	}
 
-	// Calls overlap on one connection; a caller that gives up leaves the
-	// connection usable.
+	// A call whose context is done already is not made; calls overlap on
+	// one connection.
 	short, cancelShort := context.WithCancel(ctx)
 	cancelShort()
 	if _, err := c.State(short, "nope"); !errors.Is(err, context.Canceled) {

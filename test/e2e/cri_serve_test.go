@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -92,4 +94,96 @@ func TestServeSingleInstance(t *testing.T) {
 		t.Errorf("after rmp: pause %d alive %v, container %d alive %v", pausePID, alive(pausePID), ctrPID, alive(ctrPID))
 	}
 	noState(t)
+}
+
+// The socket is 0600 root's, and the kernel refuses a client that is not
+// root even where it can reach the socket: crictl run as nobody gets
+// "permission denied", where as root it gets an answer.
+func TestServeSocketRootOnly(t *testing.T) {
+	rootSetup(t)
+	s := newCRI(t, "")
+	fi, err := os.Lstat(s.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); fi.Mode() != os.ModeSocket|0o600 || st.Uid != 0 {
+		t.Errorf("socket %s: mode %v, owner %d; want %v, root", s.sock, fi.Mode(), st.Uid, os.ModeSocket|0o600)
+	}
+	// The socket's dir is 0700: open it to others for lookups only, so
+	// that the socket's own mode is what refuses.
+	if err := os.Chmod(s.dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(s.dir, 0o700) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, s.crictlBin, "--config", s.crictlCfg, "--runtime-endpoint", "unix://"+s.sock, "--timeout", "10s", "version")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd.Env = []string{"HOME=/nonexistent", "PATH=/usr/bin:/bin"}
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || !strings.Contains(string(out), "permission denied") {
+		t.Errorf("crictl version as nobody: %v (want a failure: permission denied)\n%s", err, out)
+	}
+	if v := s.crictlOK(t, "version"); !strings.Contains(v, "RuntimeName:") {
+		t.Errorf("crictl version as root: %q", v)
+	}
+}
+
+// A link planted at the socket's path or at the state dir's serve lock,
+// before the server starts: the server refuses to start, naming it, and
+// writes nothing through it.
+func TestServeRefusesPlantedLinks(t *testing.T) {
+	rootSetup(t)
+	// Unix socket paths are limited to 108 bytes: keep the dir short.
+	dir, err := os.MkdirTemp("", "plcri")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	absent := filepath.Join(dir, "absent")
+
+	for _, tc := range []struct {
+		name, link, target, want string
+	}{
+		{"serve lock to a file", "state/serve.lock", victim, "is a symbolic link"},
+		{"serve lock to nothing", "state/serve.lock", absent, "is a symbolic link"},
+		{"socket to a file", "cri.sock", victim, "not a socket"},
+		{"socket to nothing", "cri.sock", absent, "not a socket"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
+			if err := os.MkdirAll(filepath.Join(run, "state"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			link := filepath.Join(run, tc.link)
+			if err := os.Symlink(tc.target, link); err != nil {
+				t.Fatal(err)
+			}
+			config := filepath.Join(run, "podlab.yaml")
+			cfg := fmt.Sprintf("stateDir: %s\nimageDir: %s\nlogDir: %s\n", filepath.Join(run, "state"), filepath.Join(run, "images"), filepath.Join(run, "logs"))
+			if err := os.WriteFile(config, []byte(cfg), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := runCmd(podlabBin, "--config", config, "serve", "--listen", "unix://"+filepath.Join(run, "cri.sock"))
+			r.failsNaming(t, "podlab serve", tc.want)
+			if !strings.Contains(r.stderr, link) {
+				t.Errorf("the error does not name %s:\n%s", link, r.stderr)
+			}
+			if got, err := os.Readlink(link); err != nil || got != tc.target {
+				t.Errorf("the planted link is now %q, %v; want it left as it was", got, err)
+			}
+		})
+	}
+	if data, err := os.ReadFile(victim); err != nil || string(data) != "precious" {
+		t.Errorf("the links' target holds %q, %v; want it untouched", data, err)
+	}
+	if _, err := os.Lstat(absent); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the dangling links' target was created: %v", err)
+	}
 }
