@@ -59,7 +59,7 @@ fuzz:
 PAUSE_RUNS ?= 30
 UNIT_RUNS ?= 2
 flake:
-	PAUSE_RUNS=$(PAUSE_RUNS) UNIT_RUNS=$(UNIT_RUNS) ./scripts/flake.sh
+	GOTAGS='$(GOTAGS)' PAUSE_RUNS=$(PAUSE_RUNS) UNIT_RUNS=$(UNIT_RUNS) ./scripts/flake.sh
 
 # docs/*.md from docs/src/*.md.in, with real (masked) podlab output.
 docs: setup build

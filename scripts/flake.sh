@@ -100,7 +100,7 @@ for pkg in "${pkgs[@]}"; do
   log=$FLAKE_DIR/logs/$(echo "$pkg" | tr / _).log
   t0=$SECONDS
   rc=0
-  nice -n 19 go test -exec "$self exec" -count="$runs" -timeout 60m -v "$pkg" >"$log" 2>&1 || rc=$?
+  nice -n 19 go test -tags "${GOTAGS:-seccomp}" -exec "$self exec" -count="$runs" -timeout 60m -v "$pkg" >"$log" 2>&1 || rc=$?
   pass=$(grep -c -- '--- PASS' "$log" || true)
   fail=$(grep -c -- '--- FAIL' "$log" || true)
   total_pass=$((total_pass + pass)) total_fail=$((total_fail + fail))
