@@ -62,6 +62,12 @@ trap cleanup EXIT
 mkdir "$FLAKE_DIR"/{bin,gomod,gocache,home,logs}
 chmod 0755 "$FLAKE_DIR" "$FLAKE_DIR/bin"
 if [ "$(id -u)" = 0 ]; then
+  # The tests run as nobody from the package directories: the tree must
+  # be readable to them (a clone in a 0700 mktemp dir is not).
+  if ! setpriv --reuid=65534 --regid=65534 --clear-groups test -r "$PWD/go.mod"; then
+    echo "flake: $PWD is not readable by nobody, whom the tests run as; make its directories world-readable (chmod o+rx)" >&2
+    exit 1
+  fi
   chown 65534:65534 "$FLAKE_DIR"/{gocache,home}
   ROOT_GOMODCACHE=$(go env GOMODCACHE)
   export ROOT_GOMODCACHE
