@@ -422,6 +422,12 @@ func (r *Runtime) refreshTask(p *state.Pod, c *state.Container, client **shim.Cl
 	}
 	st, err := (*client).State(context.Background(), c.ID)
 	if err != nil {
+		// A shim killed a moment ago can still take a connection: its
+		// thread-group leader is a zombie while its other threads exit,
+		// and until the last one is gone its listening socket completes
+		// a connect. The call then fails, as it does for a shim that
+		// answers "not found"; markOrphaned tells them apart.
+		markOrphaned(p, c)
 		return
 	}
 	switch st.Status {

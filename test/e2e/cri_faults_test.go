@@ -6,6 +6,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -54,6 +55,87 @@ func (s *criServer) noPodsLeft(t *testing.T) {
 	if out := s.crictlOK(t, "ps", "-a", "-q"); out != "" {
 		t.Errorf("containers left:\n%s", out)
 	}
+}
+
+// kill -9 of one pod's shim while the load runs beside it: the load does
+// not notice, the pod's container is reported exited or unknown (not
+// running), and stopping and removing the pod cleans everything up.
+func TestCRIShimKill9(t *testing.T) {
+	rootSetup(t)
+	s := newCRI(t, "")
+	rt, _ := s.conn(t)
+
+	victimCfg := s.podConfig("shimk9-victim", "default", nil)
+	run, err := rt.RunPodSandbox(context.Background(), &pb.RunPodSandboxRequest{Config: victimCfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	podID := run.PodSandboxId
+	create, err := rt.CreateContainer(context.Background(), &pb.CreateContainerRequest{PodSandboxId: podID, Config: ctrConfig("app", "sleep", "600"), SandboxConfig: victimCfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrID := create.ContainerId
+	if _, err := rt.StartContainer(context.Background(), &pb.StartContainerRequest{ContainerId: ctrID}); err != nil {
+		t.Fatal(err)
+	}
+	// The shim's pid is in the pod's record, which verbose status shows.
+	status, err := rt.PodSandboxStatus(context.Background(), &pb.PodSandboxStatusRequest{PodSandboxId: podID, Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		ShimPID int `json:"shimPid"`
+	}
+	if err := json.Unmarshal([]byte(status.Info["info"]), &rec); err != nil {
+		t.Fatalf("PodSandboxStatus info: %v\n%s", err, status.Info["info"])
+	}
+	shimPID, ctrPID := rec.ShimPID, 0
+	for _, c := range s.podlabCtrs(t) {
+		if c.ID == ctrID {
+			ctrPID = c.PID
+		}
+	}
+	if !alive(shimPID) || !alive(ctrPID) {
+		t.Fatalf("victim: shim pid %d, container pid %d: not both alive", shimPID, ctrPID)
+	}
+
+	l := s.newLoad(rt, 8, 5, "shimk9")
+	wait := startLoad(l)
+	waitCycles(t, l, 8)
+	if err := syscall.Kill(shimPID, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 of the victim's shim %d: %v", shimPID, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); alive(shimPID); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the victim's shim %d is alive 30s after kill -9", shimPID)
+		}
+	}
+	st, err := rt.ContainerStatus(context.Background(), &pb.ContainerStatusRequest{ContainerId: ctrID})
+	if err != nil {
+		t.Fatalf("ContainerStatus of the victim's container after its shim's kill -9: %v", err)
+	}
+	t.Logf("after the shim's kill -9 the victim's container is %s (its process %d alive: %v)", st.Status.State, ctrPID, alive(ctrPID))
+	if s := st.Status.State; s != pb.ContainerState_CONTAINER_EXITED && s != pb.ContainerState_CONTAINER_UNKNOWN {
+		t.Errorf("the victim's container is %s after its shim's kill -9, want EXITED or UNKNOWN", s)
+	}
+	if _, err := rt.ExecSync(context.Background(), &pb.ExecSyncRequest{ContainerId: ctrID, Cmd: []string{"true"}}); err == nil {
+		t.Errorf("ExecSync in the victim's container succeeded after its shim's kill -9")
+	}
+	wait()
+	noLoadErrors(t, l)
+
+	if _, err := rt.StopPodSandbox(context.Background(), &pb.StopPodSandboxRequest{PodSandboxId: podID}); err != nil {
+		t.Errorf("StopPodSandbox of the victim: %v", err)
+	}
+	if _, err := rt.RemovePodSandbox(context.Background(), &pb.RemovePodSandboxRequest{PodSandboxId: podID}); err != nil {
+		t.Errorf("RemovePodSandbox of the victim: %v", err)
+	}
+	if alive(ctrPID) {
+		t.Errorf("the victim's container process %d is alive after RemovePodSandbox", ctrPID)
+	}
+	s.noPodsLeft(t)
+	noState(t)
 }
 
 // flakyCNIPlugin is a CNI plugin that is the bridge plugin, except that
