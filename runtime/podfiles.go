@@ -87,6 +87,11 @@ func HostIP() string { return hostIP() }
 // pod's veth.
 func hostIPv4() string {
 	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	// A dump that addresses changed during (pods' veths coming and
+	// going) may be incomplete: netlink says so; dump again.
+	for try := 0; errors.Is(err, netlink.ErrDumpInterrupted) && try < 10; try++ {
+		addrs, err = netlink.AddrList(nil, netlink.FAMILY_V4)
+	}
 	if err != nil {
 		return ""
 	}

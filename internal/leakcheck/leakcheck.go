@@ -194,6 +194,12 @@ func under(path, dir string) bool {
 // a pod's other end lives in its netns and goes with it.
 func veths() ([]Leak, error) {
 	links, err := netlink.LinkList()
+	// The kernel flags a dump that links came or went during (a pod's
+	// veth going with its netns, asynchronously): its list may be
+	// incomplete, and netlink says so with ErrDumpInterrupted. Dump again.
+	for try := 0; errors.Is(err, netlink.ErrDumpInterrupted) && try < 10; try++ {
+		links, err = netlink.LinkList()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listing network interfaces: %w", err)
 	}
