@@ -90,12 +90,7 @@ func TestCRIShimKill9(t *testing.T) {
 	if err := json.Unmarshal([]byte(status.Info["info"]), &rec); err != nil {
 		t.Fatalf("PodSandboxStatus info: %v\n%s", err, status.Info["info"])
 	}
-	shimPID, ctrPID := rec.ShimPID, 0
-	for _, c := range s.podlabCtrs(t) {
-		if c.ID == ctrID {
-			ctrPID = c.PID
-		}
-	}
+	shimPID, ctrPID := rec.ShimPID, s.ctrPID(t, ctrID)
 	if !alive(shimPID) || !alive(ctrPID) {
 		t.Fatalf("victim: shim pid %d, container pid %d: not both alive", shimPID, ctrPID)
 	}

@@ -548,6 +548,30 @@ func (s *criServer) podlabCtrs(t *testing.T) []podlabCtr {
 	return ctrs
 }
 
+// pausePID is the pause pid podlab's own listing gives pod podID (0: not
+// listed).
+func (s *criServer) pausePID(t *testing.T, podID string) int {
+	t.Helper()
+	for _, p := range s.podlabPods(t) {
+		if p.ID == podID {
+			return p.PausePID
+		}
+	}
+	return 0
+}
+
+// ctrPID is the pid podlab's own listing gives container ctrID (0: not
+// listed).
+func (s *criServer) ctrPID(t *testing.T, ctrID string) int {
+	t.Helper()
+	for _, c := range s.podlabCtrs(t) {
+		if c.ID == ctrID {
+			return c.PID
+		}
+	}
+	return 0
+}
+
 // criPodState maps podlab's pod states onto the CRI's two.
 func criPodState(podlabState string) string {
 	if podlabState == "Ready" {

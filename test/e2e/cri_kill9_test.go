@@ -31,17 +31,7 @@ func TestCRIServeKill9(t *testing.T) {
 	survCtr := s.createCtr(t, survID, survCfg, ctrConfig("app", "sleep", "600"))
 	s.crictlOK(t, "start", survCtr)
 	s.waitCtrState(t, survCtr, "CONTAINER_RUNNING")
-	survPause, survPID := 0, 0
-	for _, p := range s.podlabPods(t) {
-		if p.ID == survID {
-			survPause = p.PausePID
-		}
-	}
-	for _, c := range s.podlabCtrs(t) {
-		if c.ID == survCtr {
-			survPID = c.PID
-		}
-	}
+	survPause, survPID := s.pausePID(t, survID), s.ctrPID(t, survCtr)
 	if !alive(survPause) || !alive(survPID) {
 		t.Fatalf("survivor: pause pid %d, container pid %d: not both alive", survPause, survPID)
 	}
@@ -147,10 +137,8 @@ func TestCRIServeKill9(t *testing.T) {
 	if st := s.inspect(t, survCtr); st.Status.State != "CONTAINER_RUNNING" {
 		t.Errorf("survivor container after the restart: %s", st.Status.State)
 	}
-	for _, c := range s.podlabCtrs(t) {
-		if c.ID == survCtr && c.PID != survPID {
-			t.Errorf("survivor container: pid %d after the restart, %d before", c.PID, survPID)
-		}
+	if pid := s.ctrPID(t, survCtr); pid != survPID {
+		t.Errorf("survivor container: pid %d after the restart, %d before", pid, survPID)
 	}
 	if out := s.crictlOK(t, "exec", "-s", survCtr, "echo", "survived"); out != "survived" {
 		t.Errorf("exec in the survivor after the restart: %q", out)

@@ -49,17 +49,7 @@ func TestServeSingleInstance(t *testing.T) {
 	ctrID := s.createCtr(t, podID, cfg, ctrConfig("app", "sleep", "600"))
 	s.crictlOK(t, "start", ctrID)
 	s.waitCtrState(t, ctrID, "CONTAINER_RUNNING")
-	pausePID, ctrPID := 0, 0
-	for _, p := range s.podlabPods(t) {
-		if p.ID == podID {
-			pausePID = p.PausePID
-		}
-	}
-	for _, c := range s.podlabCtrs(t) {
-		if c.ID == ctrID {
-			ctrPID = c.PID
-		}
-	}
+	pausePID, ctrPID := s.pausePID(t, podID), s.ctrPID(t, ctrID)
 	if !alive(pausePID) || !alive(ctrPID) {
 		t.Fatalf("podlab says pause pid %d, container pid %d: not both alive", pausePID, ctrPID)
 	}
