@@ -116,19 +116,10 @@ func SpecFromPod(pod *corev1.Pod) Spec {
 // Run creates the sandbox of mf's pod and marks it Ready. The caller holds
 // the pod's lock (Store.LockPod). On error everything done so far is undone,
 // including the state record, and the error says which stage failed.
+// (RunPodSandbox calls Create and Start itself, to start its shim between
+// them.)
 func (m *Manager) Run(ctx context.Context, mf *manifest.Manifest, rec *trace.Recorder) (*state.Pod, error) {
-	return m.run(ctx, SpecFromPod(mf.Pod), rec, true)
-}
-
-// RunSpec creates a sandbox from spec, as CRI RunPodSandbox does, and
-// leaves it Creating for the caller to finish (start its shim) and mark
-// Ready. The caller holds the pod's lock. On error nothing is left.
-func (m *Manager) RunSpec(ctx context.Context, spec Spec, rec *trace.Recorder) (*state.Pod, error) {
-	return m.run(ctx, spec, rec, false)
-}
-
-func (m *Manager) run(ctx context.Context, spec Spec, rec *trace.Recorder, ready bool) (*state.Pod, error) {
-	p, err := m.Create(spec, rec)
+	p, err := m.Create(SpecFromPod(mf.Pod), rec)
 	if err != nil {
 		return nil, err
 	}
@@ -138,12 +129,10 @@ func (m *Manager) run(ctx context.Context, spec Spec, rec *trace.Recorder, ready
 		}
 		return nil, err
 	}
-	if ready {
-		p.State = state.PodReady
-		p.Spans = rec.Spans()
-		if err := m.Store.Save(p); err != nil {
-			return nil, err
-		}
+	p.State = state.PodReady
+	p.Spans = rec.Spans()
+	if err := m.Store.Save(p); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
