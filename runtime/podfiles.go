@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/podlab/podlab/internal/netlinkdump"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/runtime/inject"
 	"github.com/podlab/podlab/runtime/kubecontainer"
@@ -86,19 +87,16 @@ func HostIP() string { return hostIP() }
 // routes only: a link table dump (net.Interfaces) grows with every live
 // pod's veth.
 func hostIPv4() string {
-	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
-	// A dump that addresses changed during (pods' veths coming and
-	// going) may be incomplete: netlink says so; dump again.
-	for try := 0; errors.Is(err, netlink.ErrDumpInterrupted) && try < 10; try++ {
-		addrs, err = netlink.AddrList(nil, netlink.FAMILY_V4)
-	}
+	addrs, err := netlinkdump.Complete(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_V4) })
 	if err != nil {
 		return ""
 	}
 	global := func(a netlink.Addr) bool {
 		return a.IP.IsGlobalUnicast() && !isPodLink(a.Label)
 	}
-	routes, _ := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	routes, _ := netlinkdump.Complete(func() ([]netlink.Route, error) {
+		return netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	})
 	for _, r := range routes {
 		if r.Dst != nil {
 			if ones, _ := r.Dst.Mask.Size(); ones != 0 {

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/moby/sys/mountinfo"
+	"github.com/podlab/podlab/internal/netlinkdump"
 	"github.com/vishvananda/netlink"
 )
 
@@ -193,13 +194,7 @@ func under(path, dir string) bool {
 // veths lists the veth interfaces in this network namespace (the host's):
 // a pod's other end lives in its netns and goes with it.
 func veths() ([]Leak, error) {
-	links, err := netlink.LinkList()
-	// The kernel flags a dump that links came or went during (a pod's
-	// veth going with its netns, asynchronously): its list may be
-	// incomplete, and netlink says so with ErrDumpInterrupted. Dump again.
-	for try := 0; errors.Is(err, netlink.ErrDumpInterrupted) && try < 10; try++ {
-		links, err = netlink.LinkList()
-	}
+	links, err := netlinkdump.Complete(netlink.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("listing network interfaces: %w", err)
 	}
