@@ -96,7 +96,7 @@ func (s *Store) ContainerByID(id string) (*Pod, *Container, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	podID, err := os.ReadFile(s.containerIndexPath(full))
+	podID, err := s.readFile(s.containerIndexPath(full))
 	if err != nil {
 		return nil, nil, fmt.Errorf("container %s: %w", ShortID(full), ErrContainerNotFound)
 	}

@@ -248,7 +248,7 @@ func (s *Store) byName(namespace, name string) (*Pod, error) {
 
 // reserved is the recorded pod that holds the reservation at path.
 func (s *Store) reserved(path string) (*Pod, error) {
-	id, err := os.ReadFile(path)
+	id, err := s.readFile(path)
 	if err != nil || len(id) == 0 || strings.ContainsAny(string(id), "/.") {
 		return nil, ErrNotFound
 	}
@@ -265,7 +265,7 @@ func (s *Store) reserved(path string) (*Pod, error) {
 // releaseName removes p's name reservation if it is p's.
 func (s *Store) releaseName(p *Pod) {
 	path := s.namePath(p.Namespace, p.Name, p.Attempt)
-	if cur, err := os.ReadFile(path); err == nil && string(cur) == p.ID {
+	if cur, err := s.readFile(path); err == nil && string(cur) == p.ID {
 		os.Remove(path)
 	}
 }
@@ -284,7 +284,10 @@ func (s *Store) Save(p *Pod) error {
 
 // Get reads the record of pod id.
 func (s *Store) Get(id string) (*Pod, error) {
-	data, err := os.ReadFile(s.recordPath(id))
+	if id == "" || id == "." || id == ".." || strings.Contains(id, "/") {
+		return nil, fmt.Errorf("pod id %q: %w", id, ErrNotFound)
+	}
+	data, err := s.readFile(s.recordPath(id))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("pod id %s: %w", ShortID(id), ErrNotFound)
 	}

@@ -154,6 +154,81 @@ func TestPlantedLinksNotFollowed(t *testing.T) {
 	}
 }
 
+// A link planted in the state dir is not read through either, wherever
+// it stands on the path: a pod's dir, its record, a name or container
+// index entry. The lookup fails as if the entry were absent or broken,
+// and never returns what the link points at.
+func TestPlantedLinksNotRead(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(filepath.Join(dir, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := newPod("real")
+	if err := s.Create(real); err != nil {
+		t.Fatal(err)
+	}
+	ctrID := NewID()
+	if err := s.IndexContainer(real.ID, ctrID); err != nil {
+		t.Fatal(err)
+	}
+	real.Containers = append(real.Containers, Container{ID: ctrID, Name: "c"})
+	if err := s.Save(real); err != nil {
+		t.Fatal(err)
+	}
+	// A decoy pod dir outside the store, with a valid record in it.
+	decoy := filepath.Join(dir, "decoy")
+	if err := os.MkdirAll(decoy, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(s.recordPath(real.ID))
+	if err := os.WriteFile(filepath.Join(decoy, "pod.json"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	linkedID := NewID()
+	plant := func(target, link string) {
+		t.Helper()
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// pods/<id> → decoy dir; pods/<id2>/pod.json → the real record.
+	plant(decoy, s.PodDir(linkedID))
+	fileLinkedID := NewID()
+	if err := os.MkdirAll(s.PodDir(fileLinkedID), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	plant(s.recordPath(real.ID), s.recordPath(fileLinkedID))
+	for _, id := range []string{linkedID, fileLinkedID} {
+		if p, err := s.Get(id); err == nil {
+			t.Errorf("Get(%s) through a planted link = pod %s, want an error", ShortID(id), p.Name)
+		}
+	}
+	for _, id := range []string{"", ".", "..", "../names", real.ID + "/../" + real.ID} {
+		if _, err := s.Get(id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Get(%q) = %v, want ErrNotFound", id, err)
+		}
+	}
+	// names/default_ghost → the real pod's name entry.
+	plant(s.namePath("default", "real", 0), s.namePath("default", "ghost", 0))
+	if p, err := s.byName("default", "ghost"); err == nil {
+		t.Errorf("byName(ghost) through a planted link = pod %s, want not found", p.Name)
+	}
+	// containers/<id> → the real container's index entry.
+	ghostCtr := NewID()
+	plant(s.containerIndexPath(ctrID), s.containerIndexPath(ghostCtr))
+	if _, _, err := s.ContainerByID(ghostCtr); !errors.Is(err, ErrContainerNotFound) {
+		t.Errorf("ContainerByID through a planted link = %v, want ErrContainerNotFound", err)
+	}
+	// The real entries still read.
+	if _, err := s.Get(real.ID); err != nil {
+		t.Errorf("Get(real) = %v", err)
+	}
+	if _, _, err := s.ContainerByID(ctrID); err != nil {
+		t.Errorf("ContainerByID(real) = %v", err)
+	}
+}
+
 func BenchmarkSave(b *testing.B) {
 	s, _ := Open(b.TempDir())
 	p := newPod("bench")
