@@ -70,6 +70,9 @@ func (s *criServer) crictlTTY(t *testing.T, rows, cols int, stdin string, args .
 	return runResult(cmd)
 }
 
+// awaitSize waits until the tty has a size (a pty starts at 0 0).
+const awaitSize = `while [ "$(stty size)" = "0 0" ]; do sleep 0.05; done`
+
 func TestCRIStreaming(t *testing.T) {
 	rootSetup(t)
 	s := newCRI(t, "")
@@ -99,7 +102,9 @@ func TestCRIStreaming(t *testing.T) {
 	})
 
 	t.Run("exec -it", func(t *testing.T) {
-		r := s.crictlTTY(t, 41, 123, "", "exec", "-it", web, "sh", "-c", "tty; stty size; echo TERM=$TERM; exit 3")
+		// The client's size comes on a stream of its own, maybe after the
+		// command starts: it waits for it, whenever it comes.
+		r := s.crictlTTY(t, 41, 123, "", "exec", "-it", web, "sh", "-c", "tty; "+awaitSize+"; stty size; echo TERM=$TERM; exit 3")
 		out := strings.ReplaceAll(r.stdout, "\r", "")
 		for _, want := range []string{"/dev/pts/", "41 123\n", "TERM=xterm\n"} {
 			if !strings.Contains(out, want) {
@@ -145,13 +150,13 @@ func TestCRIStreaming(t *testing.T) {
 	})
 
 	t.Run("attach tty", func(t *testing.T) {
-		cfg := ctrConfig("tty", "sh", "-c", "read l; echo got-$l; tty")
+		cfg := ctrConfig("tty", "sh", "-c", "read l; echo got-$l; tty; "+awaitSize+"; echo size=$(stty size)")
 		cfg.Stdin, cfg.Tty = true, true
 		c := s.createCtr(t, podID, podCfg, cfg)
 		s.crictlOK(t, "start", c)
 		s.waitCtrState(t, c, "CONTAINER_RUNNING")
 		r := s.crictlTTY(t, 24, 80, "via-tty\n", "attach", "-it", c)
-		if !strings.Contains(r.stdout, "got-via-tty") {
+		if !strings.Contains(r.stdout, "got-via-tty") || !strings.Contains(r.stdout, "size=24 80") {
 			t.Errorf("attach -it: %q (stderr %q)", r.stdout, r.stderr)
 		}
 		st := s.waitCtrState(t, c, "CONTAINER_EXITED")
