@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/websocket"
 	pb "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -90,6 +91,41 @@ func TestCRIStreaming(t *testing.T) {
 		// crictl exits 1 and names the code the stream's status carried.
 		if r := s.crictl("exec", web, "sh", "-c", "exit 7"); r.code == 0 || !strings.Contains(r.stderr, "exit code 7") {
 			t.Errorf("exec of exit 7: crictl exited %d, stderr %q", r.code, r.stderr)
+		}
+	})
+
+	t.Run("exec websocket", func(t *testing.T) {
+		// crictl's websocket client speaks v5.channel.k8s.io only, which the
+		// kubelet's streaming server (and so containerd's) does not: the
+		// API server translates v5 to SPDY for it. The v4 channel protocol
+		// it serves is spoken here directly.
+		rt, _ := s.client(t)
+		resp, err := rt.Exec(context.Background(), &pb.ExecRequest{ContainerId: web, Cmd: []string{"sh", "-c", "echo ws-out; echo ws-err >&2; exit 5"}, Stdout: true, Stderr: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := websocket.NewConfig(strings.Replace(resp.Url, "http://", "ws://", 1), "http://127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Protocol = []string{"v4.channel.k8s.io"}
+		ws, err := websocket.DialConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.Close()
+		channels := map[byte]string{}
+		for {
+			var msg []byte
+			if err := websocket.Message.Receive(ws, &msg); err != nil {
+				break // the server closes once the status is sent
+			}
+			if len(msg) > 0 {
+				channels[msg[0]] += string(msg[1:])
+			}
+		}
+		if channels[1] != "ws-out\n" || channels[2] != "ws-err\n" || !strings.Contains(channels[3], "NonZeroExitCode") || !strings.Contains(channels[3], `"message":"5"`) {
+			t.Errorf("exec over websocket (v4.channel.k8s.io): channels %q", channels)
 		}
 	})
 
