@@ -1,9 +1,11 @@
 // Package shim is podlab's per-pod monitor, as containerd-shim and conmon
 // are: a detached, long-lived process per pod that serves a task API
-// (create, start, stop, kill, delete, state, exec, stats, reopen-log) for
+// (create, start, stop, kill, delete, state, exec, stats, reopen-log, and
+// the streaming calls: exec with a client's streams, attach, resize) for
 // any of the pod's containers at any time, so that their inits are its
-// children. It copies each container's stdout/stderr into its CRI-format
-// log and records its exit code; it exits on Shutdown.
+// children. It copies each container's stdout/stderr (or tty) into its
+// CRI-format log and to the clients attached, and records its exit code;
+// it exits on Shutdown.
 //
 // It runs as its own small binary (cmd/podlab-shim), linking libcontainer
 // and little else: libcontainer re-executes the running binary as every
