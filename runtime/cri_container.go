@@ -146,7 +146,8 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	client, err := shim.Dial(p.ShimSocket)
 	if err == nil {
 		var cr shim.CreateResponse
-		cr, err = client.Create(ctx, shim.CreateRequest{ID: ctr.ID, Name: md.Name, Bundle: ctr.Bundle, LogPath: ctr.LogPath})
+		cr, err = client.Create(ctx, shim.CreateRequest{ID: ctr.ID, Name: md.Name, Bundle: ctr.Bundle, LogPath: ctr.LogPath,
+			ContainerIO: shim.ContainerIO{Stdin: cfg.Stdin, StdinOnce: cfg.StdinOnce, Tty: cfg.Tty}})
 		client.Close()
 		if err == nil && r.SealSeen != nil {
 			r.SealSeen(cr.Seal)

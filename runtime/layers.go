@@ -62,7 +62,9 @@ func buildOCI(cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, ct
 	s.Root = &specs.Root{Path: rootfsPath, Readonly: cfg.Linux.SecurityContext.ReadonlyRootfs}
 	s.Hostname = "" // the UTS namespace is the pause's
 	p := s.Process
-	p.Terminal = false
+	// A tty as the config asks: the shim gives the init a pty for its
+	// stdio. TERM as containerd's WithTTY sets it, before the CRI's envs.
+	p.Terminal = cfg.Tty
 	p.Args = imageArgs(cfg.Command, cfg.Args, img.Config.Entrypoint, img.Config.Cmd)
 	if len(p.Args) == 0 {
 		return nil, fmt.Errorf("container %q: no command given and image %s has no entrypoint or cmd", cfg.Metadata.Name, img.Name)
@@ -70,6 +72,9 @@ func buildOCI(cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, ct
 	// Image envs first, then the CRI envs replace or extend them, as
 	// containerd's WithEnv does; PATH defaults when neither sets it.
 	envs := append([]string(nil), img.Config.Env...)
+	if cfg.Tty {
+		envs = replaceEnv(envs, "TERM=xterm")
+	}
 	for _, kv := range cfg.Envs {
 		envs = replaceEnv(envs, kv.Key+"="+string(kv.Value))
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 func newServeCmd(g *globalFlags) *cobra.Command {
-	var listen, logLevel, logFormat string
+	var listen, streamingAddr, logLevel, logFormat string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the CRI (RuntimeService, ImageService) on a unix socket for crictl, critest and the kubelet",
@@ -29,9 +29,12 @@ podlab gc does. On SIGTERM or SIGINT it waits up to 10s for calls in
 flight, removes the socket and exits 0; pods and containers keep running,
 and the next server picks them up.
 
-Not implemented yet, and answered "Unimplemented": PullImage (import images
-with podlab image import), Exec/Attach/PortForward (use crictl exec --sync),
-checkpoints, events and metrics.`,
+Exec, Attach and PortForward answer with URLs on a streaming server (SPDY
+and websocket, as the kubelet's) on --streaming-address, by default
+loopback on a port the kernel picks.
+
+Not implemented yet, and answered "Unimplemented": checkpoints, events and
+metrics.`,
 		Example: `  sudo podlab serve
   sudo podlab serve --listen /tmp/podlab.sock --log-level debug
   sudo crictl --runtime-endpoint unix:///run/podlab/podlab.sock pods`,
@@ -80,10 +83,18 @@ checkpoints, events and metrics.`,
 				// others from being served: it stays for gc or a client.
 				log.Warn("recovery left work undone", "error", err)
 			}
-			return cri.NewServer(rt, rt, log).Serve(ctx, l)
+			srv := cri.NewServer(rt, rt, log)
+			if streamingAddr == "" {
+				streamingAddr = cfg.StreamingAddress
+			}
+			if err := srv.ListenStreaming(streamingAddr, rt.Streaming()); err != nil {
+				return err
+			}
+			return srv.Serve(ctx, l)
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", cri.DefaultEndpoint, "unix socket to serve on: unix:///path or a plain path")
+	cmd.Flags().StringVar(&streamingAddr, "streaming-address", "", "host:port of the streaming server for exec, attach and port-forward (port 0 picks one; default: the config's streamingAddress, 127.0.0.1:0)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug (one line per call), info, warn or error")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	return cmd

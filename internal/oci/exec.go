@@ -40,7 +40,7 @@ func (c *Created) Exec(sp *specs.Process, stdio Stdio) (*Process, error) {
 		// Only ever tighten: false would override a container that set it.
 		p.NoNewPrivileges = &sp.NoNewPrivileges
 	}
-	p.Stdin, p.Stdout, p.Stderr = orNull(stdio.Stdin), orNull(stdio.Stdout), orNull(stdio.Stderr)
+	stdio.apply(p)
 	if err := c.c.Run(p); err != nil {
 		p.Wait() // reap what a failed start left, if anything
 		return nil, fmt.Errorf("exec in container %s: %w", c.c.ID(), err)

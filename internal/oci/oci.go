@@ -60,9 +60,24 @@ type Runtime struct {
 }
 
 // Stdio is the container init's standard streams (nil = /dev/null).
+// With Console set the process gets a new pty in the container instead,
+// as its stdin, stdout, stderr and controlling terminal, and its master
+// comes back over Console (receive it with RecvConsole).
 type Stdio struct {
 	Stdin          *os.File
 	Stdout, Stderr *os.File
+
+	Console                     *os.File // a unix socket's end
+	ConsoleWidth, ConsoleHeight uint16
+}
+
+// apply sets p's streams, or its console.
+func (s Stdio) apply(p *libcontainer.Process) {
+	if s.Console != nil {
+		p.ConsoleSocket, p.ConsoleWidth, p.ConsoleHeight = s.Console, s.ConsoleWidth, s.ConsoleHeight
+		return
+	}
+	p.Stdin, p.Stdout, p.Stderr = orNull(s.Stdin), orNull(s.Stdout), orNull(s.Stderr)
 }
 
 // Process is a started container init, waitable by the process that
@@ -121,7 +136,7 @@ func (r *Runtime) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ *C
 	}()
 	p := processFromSpec(spec.Process)
 	p.Init = true
-	p.Stdin, p.Stdout, p.Stderr = orNull(stdio.Stdin), orNull(stdio.Stdout), orNull(stdio.Stderr)
+	stdio.apply(p)
 	if err := c.Start(p); err != nil {
 		// A failed start can leave a runc:[1:CHILD] zombie to reap.
 		p.Wait()

@@ -51,6 +51,10 @@ type Config struct {
 	// Registry is where images are pulled from: per registry host, mirror
 	// endpoints (containerd's hosts.toml), credentials, limits.
 	Registry rootfs.RegistryConfig `json:"registry"`
+	// StreamingAddress is where `podlab serve`'s streaming server (exec,
+	// attach, port-forward) listens: host:port, port 0 for one the
+	// kernel picks.
+	StreamingAddress string `json:"streamingAddress"`
 }
 
 // CNI configures the pod network.

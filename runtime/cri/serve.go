@@ -246,6 +246,9 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	s.Register(g)
 
 	addr := l.Addr().String()
+	streamCtx, stopStreams := context.WithCancel(context.Background())
+	streamsDone := s.serveStreaming(streamCtx)
+	defer func() { stopStreams(); streamsDone() }()
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(l) }()
 	s.log.Info("serving the CRI", "endpoint", "unix://"+addr)

@@ -67,8 +67,8 @@ const defaultShutdownTimeout = 10 * time.Second
 
 // Server implements the CRI RuntimeService and ImageService over ops.
 //
-// Every method the ops do not cover (Exec, Attach, PortForward,
-// checkpoints, events, metrics, UpdateRuntimeConfig, the Stream* listings)
+// Exec, Attach and PortForward need the streaming server (ListenStreaming).
+// Every method the ops do not cover (checkpoints, events, metrics, UpdateRuntimeConfig, the Stream* listings)
 // answers codes.Unimplemented, through the embedded Unimplemented servers or
 // an explicit handler that says why: a client told "not implemented" falls
 // back or fails clearly, where a fake success would have it act on a lie.
@@ -81,6 +81,7 @@ type Server struct {
 	log *slog.Logger
 
 	shutdownTimeout time.Duration
+	stream          *streamServer // nil: Exec, Attach, PortForward answer Unimplemented
 }
 
 var (

@@ -78,9 +78,9 @@ func TestUnimplemented(t *testing.T) {
 		call func() error
 		msg  string // in the status message; "" for grpc's own
 	}{
-		{"Exec", func() error { _, err := s.Exec(ctx, &runtimeapi.ExecRequest{}); return err }, "streaming is not implemented yet"},
-		{"Attach", func() error { _, err := s.Attach(ctx, &runtimeapi.AttachRequest{}); return err }, "streaming is not implemented yet"},
-		{"PortForward", func() error { _, err := s.PortForward(ctx, &runtimeapi.PortForwardRequest{}); return err }, "streaming is not implemented yet"},
+		{"Exec", func() error { _, err := s.Exec(ctx, &runtimeapi.ExecRequest{}); return err }, "no streaming server"},
+		{"Attach", func() error { _, err := s.Attach(ctx, &runtimeapi.AttachRequest{}); return err }, "no streaming server"},
+		{"PortForward", func() error { _, err := s.PortForward(ctx, &runtimeapi.PortForwardRequest{}); return err }, "no streaming server"},
 		{"UpdateRuntimeConfig", func() error {
 			_, err := s.UpdateRuntimeConfig(ctx, &runtimeapi.UpdateRuntimeConfigRequest{})
 			return err

@@ -308,3 +308,28 @@ func (c *Client) Stats(ctx context.Context, id string) (Stats, error) {
 func (c *Client) Shutdown(ctx context.Context) error {
 	return c.call(ctx, "Shutdown", &Empty{}, &Empty{})
 }
+
+// ExecStart starts an exec with its stdio on a client's streams.
+func (c *Client) ExecStart(ctx context.Context, req ExecStartRequest) (int, error) {
+	var resp ExecStartResponse
+	err := c.call(ctx, "ExecStart", &req, &resp)
+	return resp.PID, err
+}
+
+// ExecWait waits for an exec started by ExecStart, and returns its exit
+// code once its output is copied.
+func (c *Client) ExecWait(ctx context.Context, id, execID string) (int, error) {
+	var resp ExecWaitResponse
+	err := c.call(ctx, "ExecWait", &ExecIDRequest{ID: id, ExecID: execID}, &resp)
+	return resp.ExitCode, err
+}
+
+// Resize sets the tty size of an exec (execID) or of the container ("").
+func (c *Client) Resize(ctx context.Context, id, execID string, width, height uint16) error {
+	return c.call(ctx, "Resize", &ResizeRequest{ID: id, ExecID: execID, Width: width, Height: height}, &Empty{})
+}
+
+// Attach connects a client's streams to the container's stdio.
+func (c *Client) Attach(ctx context.Context, req AttachRequest) error {
+	return c.call(ctx, "Attach", &req, &Empty{})
+}

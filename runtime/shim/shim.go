@@ -1,9 +1,11 @@
 // Package shim is podlab's per-pod monitor, as containerd-shim and conmon
 // are: a detached, long-lived process per pod that serves a task API
-// (create, start, stop, kill, delete, state, exec, stats, reopen-log) for
+// (create, start, stop, kill, delete, state, exec, stats, reopen-log, and
+// the streaming calls: exec with a client's streams, attach, resize) for
 // any of the pod's containers at any time, so that their inits are its
-// children. It copies each container's stdout/stderr into its CRI-format
-// log and records its exit code; it exits on Shutdown.
+// children. It copies each container's stdout/stderr (or tty) into its
+// CRI-format log and to the clients attached, and records its exit code;
+// it exits on Shutdown.
 //
 // It runs as its own small binary (cmd/podlab-shim), linking libcontainer
 // and little else: libcontainer re-executes the running binary as every
@@ -101,64 +103,154 @@ type started struct {
 	proc     *oci.Process
 	bundle   string
 	pumps    sync.WaitGroup
-	log      *criLogWriter // nil: no log path, output discarded
+	log      *criLogWriter
 	spans    []AbsSpan
+
+	// The container's stdio as attaches see it: its output (stdout only
+	// with a tty, where the two are one), its stdin if it has one (the
+	// pty's master with a tty) and its tty's master.
+	out, errOut fanout
+	stdio       ContainerIO
+	console     *os.File
+	stdinMu     sync.Mutex
+	stdin       io.WriteCloser // nil: none, or closed (stdin_once)
+}
+
+// ContainerIO is how a container's init gets its stdio, as the CRI's
+// ContainerConfig asks: a stdin that attaches write to (else /dev/null),
+// closed after the first attach that wrote to it detaches (StdinOnce),
+// and a tty for stdin, stdout and stderr.
+type ContainerIO struct {
+	Stdin     bool `json:"stdin,omitempty"`
+	StdinOnce bool `json:"stdinOnce,omitempty"`
+	Tty       bool `json:"tty,omitempty"`
 }
 
 // create does `runc create` for c: its init waits to exec c's process,
-// and its stdout and stderr already go to c's log. A container without a
-// log path (CRI allows it) has its output discarded.
-func (s *Shim) create(c state.Container) (*started, error) {
+// and its stdout and stderr already go to c's log (and to the clients
+// attached). A container without a log path (CRI allows it) has its
+// output go to attached clients only.
+func (s *Shim) create(c state.Container, cio ContainerIO) (_ *started, retErr error) {
 	spec, err := oci.ReadSpec(c.Bundle)
 	if err != nil {
 		return nil, fmt.Errorf("container %q: %w", c.Name, err)
 	}
-	if c.LogPath == "" {
-		t0 := time.Now()
-		created, err := s.OCI.Create(c.ID, c.Bundle, spec, oci.Stdio{})
-		if err != nil {
-			return nil, fmt.Errorf("container %q: %w", c.Name, err)
+	w := &criLogWriter{}
+	if c.LogPath != "" {
+		if err := os.MkdirAll(filepath.Dir(c.LogPath), 0o755); err != nil {
+			return nil, err
 		}
-		return &started{id: c.ID, name: c.Name, created: created, bundle: c.Bundle,
-			spans: []AbsSpan{span(c.Name, "create", t0, time.Since(t0))}}, nil
+		if w.f, err = os.OpenFile(c.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640); err != nil {
+			return nil, err
+		}
 	}
-	if err := os.MkdirAll(filepath.Dir(c.LogPath), 0o755); err != nil {
-		return nil, err
+	// Whatever is still in closers on failure is closed.
+	var closers []io.Closer
+	defer func() {
+		if retErr != nil {
+			w.close()
+			for _, c := range closers {
+				c.Close()
+			}
+		}
+	}()
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			closers = append(closers, r, w)
+		}
+		return r, w, err
 	}
-	logf, err := os.OpenFile(c.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
-	if err != nil {
-		return nil, err
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		logf.Close()
-		return nil, err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		logf.Close()
-		outR.Close()
-		outW.Close()
-		return nil, err
+	run := &started{id: c.ID, name: c.Name, bundle: c.Bundle, log: w, stdio: cio}
+	var stdio oci.Stdio
+	var outR, errR, consoleParent *os.File
+	if cio.Tty {
+		child, parent, err := oci.ConsolePair()
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, child, parent)
+		stdio.Console, consoleParent = child, parent
+	} else {
+		var outW, errW *os.File
+		if outR, outW, err = pipe(); err != nil {
+			return nil, err
+		}
+		if errR, errW, err = pipe(); err != nil {
+			return nil, err
+		}
+		stdio.Stdout, stdio.Stderr = outW, errW
+		if cio.Stdin {
+			inR, inW, err := pipe()
+			if err != nil {
+				return nil, err
+			}
+			stdio.Stdin, run.stdin = inR, inW
+		}
 	}
 	t0 := time.Now()
-	created, err := s.OCI.Create(c.ID, c.Bundle, spec, oci.Stdio{Stdout: outW, Stderr: errW})
+	created, err := s.OCI.Create(c.ID, c.Bundle, spec, stdio)
 	dur := time.Since(t0)
-	outW.Close()
-	errW.Close()
 	if err != nil {
-		outR.Close()
-		errR.Close()
-		logf.Close()
 		return nil, fmt.Errorf("container %q: %w", c.Name, err)
 	}
-	w := &criLogWriter{f: logf}
-	run := &started{id: c.ID, name: c.Name, created: created, bundle: c.Bundle, log: w}
+	if cio.Tty {
+		if run.console, err = oci.RecvConsole(consoleParent); err != nil {
+			created.Destroy()
+			return nil, fmt.Errorf("container %q: %w", c.Name, err)
+		}
+		outR = run.console
+		if cio.Stdin {
+			run.stdin = run.console
+		}
+	}
+	// The init holds its own copies now; the shim keeps its ends only.
+	for _, f := range []*os.File{stdio.Stdin, stdio.Stdout, stdio.Stderr, stdio.Console, consoleParent} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	run.created = created
 	run.spans = append(run.spans, span(c.Name, "create", t0, dur))
-	run.pumps.Add(2)
-	go func() { defer run.pumps.Done(); w.copyStream("stdout", outR); outR.Close() }()
-	go func() { defer run.pumps.Done(); w.copyStream("stderr", errR); errR.Close() }()
+	pump := func(stream string, r *os.File, out *fanout) {
+		run.pumps.Add(1)
+		go func() {
+			defer run.pumps.Done()
+			w.copyStream(stream, io.TeeReader(r, out))
+			out.close()
+			if r != run.console {
+				r.Close()
+			}
+		}()
+	}
+	pump("stdout", outR, &run.out)
+	if errR != nil {
+		pump("stderr", errR, &run.errOut)
+	} else {
+		run.errOut.close()
+	}
 	return run, nil
+}
+
+// closeStdin closes the container's stdin (for stdin_once); with a tty
+// it stays, as the tty is also its output.
+func (r *started) closeStdin() {
+	r.stdinMu.Lock()
+	defer r.stdinMu.Unlock()
+	if r.stdin != nil && r.stdin != r.console {
+		r.stdin.Close()
+	}
+	r.stdin = nil
+}
+
+// closeIO closes what the shim holds of the container's stdio once its
+// output has ended.
+func (r *started) closeIO() {
+	r.closeStdin()
+	if r.console != nil {
+		r.console.Close()
+	}
+	r.log.close()
 }
 
 func span(ctr, step string, t0 time.Time, dur time.Duration) AbsSpan {
@@ -171,8 +263,12 @@ func (r *started) start() (Container, error) {
 	proc, err := r.created.Start()
 	dur := time.Since(t0)
 	if err != nil {
+		r.closeStdin()
+		if r.console != nil {
+			r.console.Close() // its init is gone: the pump would wait for no one
+		}
 		r.pumps.Wait()
-		r.log.close()
+		r.closeIO()
 		return Container{}, fmt.Errorf("container %q: %w", r.name, err)
 	}
 	r.proc = proc

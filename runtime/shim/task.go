@@ -66,6 +66,7 @@ type CreateRequest struct {
 	Name    string `json:"name"`
 	Bundle  string `json:"bundle"`
 	LogPath string `json:"logPath,omitempty"`
+	ContainerIO
 }
 
 type CreateResponse struct {
@@ -170,6 +171,7 @@ type taskContainer struct {
 	finishedAt time.Time
 	gone       bool          // deleted: callers that found it before must not use it
 	exited     chan struct{} // closed once the exit is recorded
+	execs      map[string]*streamExec
 }
 
 func (c *taskContainer) snapshot() ContainerState {
@@ -355,7 +357,7 @@ func (t *taskService) Create(req *CreateRequest, resp *CreateResponse) error {
 	sealBefore := t.shim.seal()
 	err := t.spawning(func() error {
 		var err error
-		run, err = t.shim.create(state.Container{ID: req.ID, Name: name, Bundle: req.Bundle, LogPath: req.LogPath})
+		run, err = t.shim.create(state.Container{ID: req.ID, Name: name, Bundle: req.Bundle, LogPath: req.LogPath}, req.ContainerIO)
 		if err == nil {
 			t.own(run.created.Pid)
 		}
@@ -427,7 +429,7 @@ func (t *taskService) waitExit(c *taskContainer, run *started) {
 		fmt.Fprintf(os.Stderr, "podlab-shim: container %s: %v\n", c.id, err)
 	}
 	run.pumps.Wait()
-	run.log.close()
+	run.closeIO()
 	t.recordExit(c, code)
 }
 
@@ -451,7 +453,7 @@ func (t *taskService) killCreated(c *taskContainer, run *started) error {
 		return fmt.Errorf("killing created container %s: %w", c.id, err)
 	}
 	run.pumps.Wait()
-	run.log.close()
+	run.closeIO()
 	t.recordExit(c, code)
 	return nil
 }
@@ -850,6 +852,10 @@ func (t *taskService) methods() map[string]rpcMethod {
 		"Task.State":     method(t.State),
 		"Task.Delete":    method(t.Delete),
 		"Task.Exec":      method(t.Exec),
+		"Task.ExecStart": method(t.ExecStart),
+		"Task.ExecWait":  method(t.ExecWait),
+		"Task.Resize":    method(t.Resize),
+		"Task.Attach":    method(t.Attach),
 		"Task.ReopenLog": method(t.ReopenLog),
 		"Task.Stats":     method(t.Stats),
 		"Task.Shutdown":  method(t.Shutdown),

@@ -4,10 +4,8 @@ package e2e
 // pointed at it, a gRPC client, and CRI config writers.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -256,19 +254,7 @@ func (s *criServer) removeAllPods() {
 func runCmd(bin string, args ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		code = -1
-		errb.WriteString(err.Error())
-	}
-	return result{out.String(), errb.String(), code}
+	return runResult(exec.CommandContext(ctx, bin, args...))
 }
 
 // podlab runs the podlab CLI with the server's config (safe in goroutines).
