@@ -276,6 +276,9 @@ func RefreshContainer(c *state.Container) {
 		c.State = ContainerExited
 		c.ExitCode = &ex.ExitCode
 		c.FinishedAt = &ex.FinishedAt
+		if ex.OOMKilled {
+			c.Reason = "OOMKilled" // as containerd and the kubelet name it
+		}
 		return
 	}
 	if c.State == ContainerRunning && (c.PID <= 0 || syscall.Kill(c.PID, 0) != nil) {

@@ -2,6 +2,9 @@ package oci
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/opencontainers/cgroups"
 )
@@ -50,4 +53,28 @@ func usageOf(s *cgroups.Stats, v2 bool) Usage {
 		u.MemoryWorkingSetBytes = 0
 	}
 	return u
+}
+
+// OOMKilled reports whether the kernel's OOM killer killed a process of
+// the container's cgroup, from the oom_kill count of memory.events (v2)
+// or memory.oom_control (v1). Read it before the cgroup is removed.
+func (c *Created) OOMKilled() bool {
+	st, err := c.c.State()
+	if err != nil {
+		return false
+	}
+	file := filepath.Join(st.CgroupPaths["memory"], "memory.oom_control")
+	if cgroups.IsCgroup2UnifiedMode() {
+		file = filepath.Join(st.CgroupPaths[""], "memory.events")
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(data)) {
+		if n, ok := strings.CutPrefix(strings.TrimSpace(line), "oom_kill "); ok {
+			return n != "0"
+		}
+	}
+	return false
 }

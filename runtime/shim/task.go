@@ -394,7 +394,7 @@ func (t *taskService) Start(req *IDRequest, resp *StartResponse) error {
 	if err != nil {
 		// libcontainer destroyed the container and reaped its init.
 		t.disown(run.created.Pid)
-		t.recordExit(c, startExitCode)
+		t.recordExit(c, startExitCode, false)
 		return answer(err)
 	}
 	c.mu.Lock()
@@ -428,13 +428,13 @@ func (t *taskService) waitExit(c *taskContainer, run *started) {
 	}
 	run.pumps.Wait()
 	run.log.close()
-	t.recordExit(c, code)
+	t.recordExit(c, code, run.created.OOMKilled())
 }
 
 // recordExit writes exit.json and marks c stopped.
-func (t *taskService) recordExit(c *taskContainer, code int) {
+func (t *taskService) recordExit(c *taskContainer, code int, oomKilled bool) {
 	now := time.Now().UTC()
-	if err := writeExit(c.bundle, Exit{ExitCode: code, FinishedAt: now}); err != nil {
+	if err := writeExit(c.bundle, Exit{ExitCode: code, FinishedAt: now, OOMKilled: oomKilled}); err != nil {
 		fmt.Fprintf(os.Stderr, "podlab-shim: recording exit of container %s: %v\n", c.id, err)
 	}
 	c.mu.Lock()
@@ -452,7 +452,7 @@ func (t *taskService) killCreated(c *taskContainer, run *started) error {
 	}
 	run.pumps.Wait()
 	run.log.close()
-	t.recordExit(c, code)
+	t.recordExit(c, code, false)
 	return nil
 }
 
