@@ -615,6 +615,7 @@ func (r *Runtime) deleteTaskContainer(p *state.Pod, c *state.Container) error {
 		return err
 	}
 	id := c.ID
+	r.cpuSamples.Delete(id)
 	p.RemoveContainer(id)
 	if err := r.Sandbox.Store.Save(p); err != nil {
 		return err

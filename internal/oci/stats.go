@@ -18,6 +18,10 @@ type Usage struct {
 	// kernel reclaims first: the figure the kubelet evicts on.
 	MemoryUsageBytes      uint64
 	MemoryWorkingSetBytes uint64
+	// MemoryRSSBytes is anonymous memory (v1 total_rss, v2 anon);
+	// MemoryLimitBytes 0 when the cgroup has none.
+	MemoryRSSBytes, MemoryLimitBytes uint64
+	PageFaults, MajorPageFaults      uint64
 }
 
 // Usage reads the container's cgroup, v1 or v2 (whichever manager
@@ -36,15 +40,22 @@ func (c *Created) Usage() (Usage, error) {
 // usageOf computes Usage as containerd's CRI plugin and cAdvisor do: the
 // working set is usage minus inactive file pages, from memory.stat's
 // total_inactive_file (v1, hierarchical) or inactive_file (v2, always
-// hierarchical).
+// hierarchical); RSS and page faults from the same file.
 func usageOf(s *cgroups.Stats, v2 bool) Usage {
 	u := Usage{
 		CPUUsageNanos:    s.CpuStats.CpuUsage.TotalUsage,
 		MemoryUsageBytes: s.MemoryStats.Usage.Usage,
 	}
-	key := "total_inactive_file"
+	key, rss, pgfault, pgmajfault := "total_inactive_file", "total_rss", "total_pgfault", "total_pgmajfault"
 	if v2 {
-		key = "inactive_file"
+		key, rss, pgfault, pgmajfault = "inactive_file", "anon", "pgfault", "pgmajfault"
+	}
+	u.MemoryRSSBytes = s.MemoryStats.Stats[rss]
+	u.PageFaults, u.MajorPageFaults = s.MemoryStats.Stats[pgfault], s.MemoryStats.Stats[pgmajfault]
+	// No limit reads as the largest page-aligned value (v1) or max (v2,
+	// which libcontainer reads as MaxUint64).
+	if l := s.MemoryStats.Usage.Limit; l > 0 && l < 1<<62 {
+		u.MemoryLimitBytes = l
 	}
 	u.MemoryWorkingSetBytes = u.MemoryUsageBytes
 	if inactive := s.MemoryStats.Stats[key]; inactive < u.MemoryWorkingSetBytes {

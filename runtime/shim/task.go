@@ -128,10 +128,8 @@ type ExecResponse struct {
 
 // Stats is a container's cgroup usage at Timestamp.
 type Stats struct {
-	CPUUsageNanos         uint64    `json:"cpuUsageNanos"`
-	MemoryWorkingSetBytes uint64    `json:"memoryWorkingSetBytes"`
-	MemoryUsageBytes      uint64    `json:"memoryUsageBytes"`
-	Timestamp             time.Time `json:"timestamp"`
+	oci.Usage
+	Timestamp time.Time `json:"timestamp"`
 }
 
 // Empty is the argument or answer of calls that carry none.
@@ -765,12 +763,7 @@ func (t *taskService) Stats(req *IDRequest, resp *Stats) error {
 	if err != nil {
 		return answer(err)
 	}
-	*resp = Stats{
-		CPUUsageNanos:         u.CPUUsageNanos,
-		MemoryWorkingSetBytes: u.MemoryWorkingSetBytes,
-		MemoryUsageBytes:      u.MemoryUsageBytes,
-		Timestamp:             time.Now().UTC(),
-	}
+	*resp = Stats{Usage: u, Timestamp: time.Now().UTC()}
 	return nil
 }
 
