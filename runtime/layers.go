@@ -251,7 +251,7 @@ func removeOpt(opts []string, o string) []string {
 // named drops.
 func capabilities(sc *runtimeapi.LinuxContainerSecurityContext) []string {
 	if sc.Privileged {
-		return allCaps()
+		return slices.Clone(allCaps())
 	}
 	set := map[string]bool{}
 	for _, c := range defaultCaps {
