@@ -79,10 +79,13 @@ func (c *Created) OOMKilled() bool {
 		file = filepath.Join(st.CgroupPaths[""], "memory.events")
 	}
 	data, err := os.ReadFile(file)
-	if err != nil {
-		return false
-	}
-	for line := range strings.Lines(string(data)) {
+	return err == nil && oomKilled(string(data))
+}
+
+// oomKilled reads a memory.events (v2) or memory.oom_control (v1): both
+// count the cgroup's OOM kills on an "oom_kill N" line.
+func oomKilled(data string) bool {
+	for line := range strings.Lines(data) {
 		if n, ok := strings.CutPrefix(strings.TrimSpace(line), "oom_kill "); ok {
 			return n != "0"
 		}
