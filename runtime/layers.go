@@ -396,6 +396,7 @@ func noAppArmor(sc *runtimeapi.LinuxContainerSecurityContext) error {
 	if p := sc.GetApparmor(); p != nil && p.ProfileType != runtimeapi.SecurityProfile_Unconfined {
 		return fmt.Errorf("config.linux.security_context.apparmor: %s: apparmor is not supported", p.ProfileType)
 	}
+	//lint:ignore SA1019 older kubelets still send only the deprecated field
 	if p := sc.GetApparmorProfile(); p != "" && p != "unconfined" {
 		return fmt.Errorf("config.linux.security_context.apparmor_profile: %q: apparmor is not supported", p)
 	}
