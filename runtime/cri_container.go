@@ -201,12 +201,15 @@ func (r *Runtime) containerSpec(p *state.Pod, req *runtimeapi.ContainerConfig, i
 	if spec.Linux.Seccomp != nil && !oci.SeccompSupported {
 		return errdefs.Wrap(errdefs.ErrUnimplemented, fmt.Errorf("config.linux.security_context.seccomp: %s profile asked for: %w", profile, oci.ErrSeccompNotBuilt))
 	}
-	for _, m := range cfg.Mounts {
+	for i, m := range cfg.Mounts {
 		// containerd makes a missing host path a directory, as docker -v does.
 		if _, err := os.Stat(m.HostPath); errors.Is(err, os.ErrNotExist) {
 			if err := os.MkdirAll(m.HostPath, 0o755); err != nil {
 				return fmt.Errorf("config.mounts: creating host path %s: %w", m.HostPath, err)
 			}
+		}
+		if err := checkPropagation(m, fmt.Sprintf("config.mounts[%d]", i)); err != nil {
+			return errdefs.Wrap(errdefs.ErrInvalidArgument, err)
 		}
 	}
 	criJSON, err := json.Marshal(req)
@@ -613,6 +616,7 @@ func (r *Runtime) deleteTaskContainer(p *state.Pod, c *state.Container) error {
 		return err
 	}
 	id := c.ID
+	r.cpuSamples.Delete(id)
 	p.RemoveContainer(id)
 	if err := r.Sandbox.Store.Save(p); err != nil {
 		return err
@@ -667,6 +671,9 @@ func (r *Runtime) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 			st.Mounts = cfg.Mounts
 		}
 	}
+	if spec, err := ReadSpec(c.Bundle); err == nil {
+		st.User, st.Resources = criUser(spec), criResources(spec)
+	}
 	resp := &runtimeapi.ContainerStatusResponse{Status: st}
 	if req.Verbose {
 		info, err := json.Marshal(map[string]any{"sandboxID": p.ID, "pid": c.PID, "bundle": c.Bundle, "cgroupPath": c.CgroupPath})
@@ -676,6 +683,47 @@ func (r *Runtime) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 		resp.Info = map[string]string{"info": string(info)}
 	}
 	return resp, nil
+}
+
+// criUser is the identity the container's process runs with, from its
+// OCI spec: what the kubelet reports as the container's effective user
+// (supplemental groups included, whatever the policy made them).
+func criUser(spec *specs.Spec) *runtimeapi.ContainerUser {
+	if spec.Process == nil {
+		return nil
+	}
+	u := spec.Process.User
+	lu := &runtimeapi.LinuxContainerUser{Uid: int64(u.UID), Gid: int64(u.GID)}
+	for _, g := range u.AdditionalGids {
+		lu.SupplementalGroups = append(lu.SupplementalGroups, int64(g))
+	}
+	return &runtimeapi.ContainerUser{Linux: lu}
+}
+
+// criResources is the CPU and memory limits of the container's OCI spec
+// (UpdateContainerResources keeps them current): the CRI form of
+// ociResources.
+func criResources(spec *specs.Spec) *runtimeapi.ContainerResources {
+	if spec.Linux == nil || spec.Linux.Resources == nil {
+		return nil
+	}
+	res, lr := spec.Linux.Resources, &runtimeapi.LinuxContainerResources{}
+	if cpu := res.CPU; cpu != nil {
+		if cpu.Shares != nil {
+			lr.CpuShares = int64(*cpu.Shares)
+		}
+		if cpu.Quota != nil {
+			lr.CpuQuota = *cpu.Quota
+		}
+		if cpu.Period != nil {
+			lr.CpuPeriod = int64(*cpu.Period)
+		}
+		lr.CpusetCpus, lr.CpusetMems = cpu.Cpus, cpu.Mems
+	}
+	if mem := res.Memory; mem != nil && mem.Limit != nil {
+		lr.MemoryLimitInBytes = *mem.Limit
+	}
+	return &runtimeapi.ContainerResources{Linux: lr}
 }
 
 func criContainerState(s string) runtimeapi.ContainerState {

@@ -36,7 +36,15 @@ func (r *Runtime) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 	if err := r.Sandbox.CheckNetwork(); err != nil {
 		networkReady.Status, networkReady.Reason, networkReady.Message = false, "NetworkPluginNotReady", err.Error()
 	}
-	resp := &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, networkReady}}}
+	resp := &runtimeapi.StatusResponse{
+		Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, networkReady}},
+		// podlab has one handler, the default (""); user namespaces it
+		// does not do.
+		RuntimeHandlers: []*runtimeapi.RuntimeHandler{{
+			Features: &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: RecursiveReadOnlySupported()},
+		}},
+		Features: &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true},
+	}
 	if req.Verbose {
 		cfg, err := json.Marshal(r.Config)
 		if err != nil {

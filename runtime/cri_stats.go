@@ -59,13 +59,42 @@ func (r *Runtime) containerStats(ctx context.Context, p *state.Pod, c *state.Con
 		return cs
 	}
 	ts := st.Timestamp.UnixNano()
-	cs.Cpu = &runtimeapi.CpuUsage{Timestamp: ts, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: st.CPUUsageNanos}}
+	cs.Cpu = &runtimeapi.CpuUsage{
+		Timestamp:            ts,
+		UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: st.CPUUsageNanos},
+		UsageNanoCores:       &runtimeapi.UInt64Value{Value: r.nanoCores(c.ID, cpuSample{st.CPUUsageNanos, uint64(ts)})},
+	}
 	cs.Memory = &runtimeapi.MemoryUsage{
 		Timestamp:       ts,
 		WorkingSetBytes: &runtimeapi.UInt64Value{Value: st.MemoryWorkingSetBytes},
 		UsageBytes:      &runtimeapi.UInt64Value{Value: st.MemoryUsageBytes},
+		RssBytes:        &runtimeapi.UInt64Value{Value: st.MemoryRSSBytes},
+		PageFaults:      &runtimeapi.UInt64Value{Value: st.PageFaults},
+		MajorPageFaults: &runtimeapi.UInt64Value{Value: st.MajorPageFaults},
+	}
+	if st.MemoryLimitBytes > st.MemoryWorkingSetBytes {
+		cs.Memory.AvailableBytes = &runtimeapi.UInt64Value{Value: st.MemoryLimitBytes - st.MemoryWorkingSetBytes}
 	}
 	return cs
+}
+
+// cpuSample is a container's cumulative CPU time at a time (unix ns).
+type cpuSample struct{ usageNanos, at uint64 }
+
+// nanoCores is the container's CPU use (ns of CPU per s) between its
+// previous sample and now, as containerd computes usage_nano_cores; 0 on
+// the first sample. Concurrent calls may each see a slightly older
+// previous sample: the rate stays right.
+func (r *Runtime) nanoCores(id string, now cpuSample) uint64 {
+	v, ok := r.cpuSamples.Swap(id, now)
+	if !ok {
+		return 0
+	}
+	prev := v.(cpuSample)
+	if now.at <= prev.at || now.usageNanos < prev.usageNanos {
+		return 0
+	}
+	return uint64(float64(now.usageNanos-prev.usageNanos) / float64(now.at-prev.at) * float64(time.Second))
 }
 
 // ListContainerStats reports the stats of the containers the filter selects.

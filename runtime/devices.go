@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/moby/sys/capability"
 
@@ -40,11 +41,21 @@ func addDevice(s *specs.Spec, d *runtimeapi.Device) error {
 	return nil
 }
 
-// allCaps is every capability this kernel knows, for privileged containers.
-func allCaps() []string {
+// allCaps is every capability podlab itself may hand on, for privileged
+// containers and "ALL": those of its bounding set, as containerd takes
+// its own (cap.Current). A capability the host withholds from podlab
+// would fail the container's start.
+var allCaps = sync.OnceValue(func() []string {
 	var out []string
+	self, err := capability.NewPid2(0)
+	if err == nil {
+		err = self.Load()
+	}
 	for _, c := range capability.ListKnown() {
+		if err == nil && !self.Get(capability.BOUNDING, c) {
+			continue
+		}
 		out = append(out, "CAP_"+strings.ToUpper(c.String()))
 	}
 	return out
-}
+})

@@ -5,8 +5,11 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,6 +53,17 @@ var defaultCaps = []string{
 	"CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP",
 	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
 }
+
+// defaultMaskedPaths and defaultReadonlyPaths are containerd's
+// (oci.populateDefaultUnixSpec) for an unprivileged container.
+var (
+	defaultMaskedPaths = []string{
+		"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware",
+		"/sys/devices/virtual/powercap", "/proc/scsi",
+	}
+	defaultReadonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+)
 
 // defaultPath is containerd's default PATH for images that set none.
 const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -98,6 +112,11 @@ func buildOCI(cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, ct
 	}
 	p.User = u
 	sc := cfg.Linux.SecurityContext
+	if err := noAppArmor(sc); err != nil {
+		return nil, err
+	}
+	// SELinux options are ignored, as containerd ignores them on a host
+	// without SELinux: podlab labels nothing.
 	p.NoNewPrivileges = sc.NoNewPrivs
 	caps := capabilities(sc)
 	p.Capabilities = &specs.LinuxCapabilities{Bounding: caps, Effective: caps, Permitted: caps}
@@ -105,12 +124,12 @@ func buildOCI(cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, ct
 		p.Capabilities.Effective = caps
 	}
 
-	for _, m := range cfg.Mounts {
-		opts := []string{"rbind", "rprivate"}
-		if m.Readonly {
-			opts = append(opts, "ro")
+	for i, m := range cfg.Mounts {
+		bm, err := bindMount(m, fmt.Sprintf("config.mounts[%d]", i), s)
+		if err != nil {
+			return nil, err
 		}
-		s.Mounts = append(s.Mounts, specs.Mount{Destination: m.ContainerPath, Source: m.HostPath, Type: "bind", Options: opts})
+		s.Mounts = append(s.Mounts, bm)
 	}
 	for _, m := range inj.RuntimeMounts {
 		opts := []string{"rbind", "rprivate"}
@@ -156,6 +175,17 @@ func buildOCI(cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, ct
 		if err := addDevice(s, d); err != nil {
 			return nil, fmt.Errorf("container %q: device %s: %w", cfg.Metadata.Name, d.HostPath, err)
 		}
+	}
+	// containerd's defaults, unless the client gives its lists (the
+	// kubelet does, empty for procMount Unmasked; protobuf carries an
+	// empty list as none, so over gRPC that means the defaults, as in
+	// containerd).
+	l.MaskedPaths, l.ReadonlyPaths = defaultMaskedPaths, defaultReadonlyPaths
+	if sc.MaskedPaths != nil {
+		l.MaskedPaths = sc.MaskedPaths
+	}
+	if sc.ReadonlyPaths != nil {
+		l.ReadonlyPaths = sc.ReadonlyPaths
 	}
 	if sc.Privileged {
 		l.MaskedPaths, l.ReadonlyPaths = nil, nil
@@ -220,27 +250,36 @@ func removeOpt(opts []string, o string) []string {
 	return out
 }
 
+// capabilities is the container's capability set as containerd computes
+// it: the default set (all when privileged); "ALL" in add starts from
+// every capability, "ALL" in drop from none; then the named adds, then the
+// named drops.
 func capabilities(sc *runtimeapi.LinuxContainerSecurityContext) []string {
 	if sc.Privileged {
-		return allCaps()
+		return slices.Clone(allCaps())
 	}
 	set := map[string]bool{}
 	for _, c := range defaultCaps {
 		set[c] = true
 	}
-	if sc.Capabilities != nil {
-		for _, d := range sc.Capabilities.DropCapabilities {
-			if strings.EqualFold(d, "ALL") {
-				set = map[string]bool{}
-				break
-			}
-			delete(set, capName(d))
+	add, drop := sc.GetCapabilities().GetAddCapabilities(), sc.GetCapabilities().GetDropCapabilities()
+	isAll := func(c string) bool { return strings.EqualFold(c, "ALL") }
+	if slices.ContainsFunc(add, isAll) {
+		for _, c := range allCaps() {
+			set[c] = true
 		}
-		for _, a := range sc.Capabilities.AddCapabilities {
-			if strings.EqualFold(a, "ALL") {
-				return allCaps()
-			}
-			set[capName(a)] = true
+	}
+	if slices.ContainsFunc(drop, isAll) {
+		set = map[string]bool{}
+	}
+	for _, c := range add {
+		if !isAll(c) {
+			set[capName(c)] = true
+		}
+	}
+	for _, c := range drop {
+		if !isAll(c) {
+			delete(set, capName(c))
 		}
 	}
 	out := []string{}
@@ -259,35 +298,112 @@ func capName(c string) string {
 	return c
 }
 
-// resolveUser turns runAsUser/runAsGroup or the image's User into ids,
-// reading /etc/passwd and /etc/group inside the rootfs for names.
+// resolveUser is the process's user as containerd makes it: the user
+// from run_as_user or run_as_username, else the image's User; its group
+// from run_as_group (which needs a user), else its passwd entry's (0 for a
+// uid the image does not know). Its additional groups are its primary
+// group, then (policy Merge) the groups the image's /etc/group lists the
+// user in, then supplemental_groups. Names are resolved in the image's
+// /etc/passwd and /etc/group.
 func resolveUser(rootfsPath, imageUser string, sc *runtimeapi.LinuxContainerSecurityContext) (specs.User, error) {
-	spec := imageUser
-	if sc.RunAsUser != nil {
-		spec = strconv.FormatInt(sc.RunAsUser.Value, 10)
-		if _, g, ok := strings.Cut(imageUser, ":"); ok && sc.RunAsGroup == nil {
-			spec += ":" + g
-		}
-	}
-	if sc.RunAsGroup != nil {
-		u, _, _ := strings.Cut(spec, ":")
-		if u == "" {
-			u = "0"
-		}
-		spec = u + ":" + strconv.FormatInt(sc.RunAsGroup.Value, 10)
+	spec, err := userSpec(imageUser, sc)
+	if err != nil {
+		return specs.User{}, err
 	}
 	passwd, _ := securejoin.SecureJoin(rootfsPath, "/etc/passwd")
 	group, _ := securejoin.SecureJoin(rootfsPath, "/etc/group")
 	eu, err := user.GetExecUserPath(spec, &user.ExecUser{}, passwd, group)
 	if err != nil {
-		return specs.User{}, fmt.Errorf("user %q: %w", spec, err)
+		return specs.User{}, fmt.Errorf("%s: user %q in the image's /etc/passwd and /etc/group: %w", userField(sc), spec, err)
 	}
 	u := specs.User{UID: uint32(eu.Uid), GID: uint32(eu.Gid)}
-	for _, g := range eu.Sgids {
-		u.AdditionalGids = append(u.AdditionalGids, uint32(g))
+	gids := []int64{int64(eu.Gid)}
+	if sc.SupplementalGroupsPolicy != runtimeapi.SupplementalGroupsPolicy_Strict {
+		imageGroups, err := memberOf(passwd, group, eu.Uid)
+		if err != nil {
+			return specs.User{}, err
+		}
+		gids = append(gids, imageGroups...)
 	}
-	for _, g := range sc.SupplementalGroups {
-		u.AdditionalGids = append(u.AdditionalGids, uint32(g))
+	gids = append(gids, sc.SupplementalGroups...)
+	seen := map[int64]bool{}
+	for _, g := range gids {
+		if !seen[g] {
+			seen[g] = true
+			u.AdditionalGids = append(u.AdditionalGids, uint32(g))
+		}
 	}
 	return u, nil
+}
+
+// userSpec is the "user[:group]" the process runs as. A group with no user
+// is an error, as containerd makes it: the image's user is not the one
+// the group was chosen for.
+func userSpec(imageUser string, sc *runtimeapi.LinuxContainerSecurityContext) (string, error) {
+	spec := ""
+	switch {
+	case sc.RunAsUser != nil:
+		spec = strconv.FormatInt(sc.RunAsUser.Value, 10)
+	case sc.RunAsUsername != "":
+		spec = sc.RunAsUsername
+	}
+	if sc.RunAsGroup != nil {
+		if spec == "" {
+			return "", fmt.Errorf("config.linux.security_context.run_as_group: group %d is given without run_as_user or run_as_username", sc.RunAsGroup.Value)
+		}
+		return spec + ":" + strconv.FormatInt(sc.RunAsGroup.Value, 10), nil
+	}
+	if spec == "" {
+		return imageUser, nil
+	}
+	return spec, nil
+}
+
+func userField(sc *runtimeapi.LinuxContainerSecurityContext) string {
+	switch {
+	case sc.RunAsUser != nil:
+		return "config.linux.security_context.run_as_user"
+	case sc.RunAsUsername != "":
+		return "config.linux.security_context.run_as_username"
+	}
+	return "image config User"
+}
+
+// memberOf is the gids of the groups in the image's /etc/group that list
+// uid's user (by its name in /etc/passwd) as a member; none for a uid the
+// image does not name.
+func memberOf(passwd, group string, uid int) ([]int64, error) {
+	users, err := user.ParsePasswdFileFilter(passwd, func(u user.User) bool { return u.Uid == uid })
+	if err != nil || len(users) == 0 {
+		return nil, nil // no /etc/passwd, or no entry: no name to look for
+	}
+	name := users[0].Name
+	groups, err := user.ParseGroupFileFilter(group, func(g user.Group) bool {
+		return slices.Contains(g.List, name)
+	})
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the image's /etc/group: %w", err)
+	}
+	var gids []int64
+	for _, g := range groups {
+		gids = append(gids, int64(g.Gid))
+	}
+	return gids, nil
+}
+
+// noAppArmor fails a container that asks for an AppArmor profile, as
+// containerd does on a host without AppArmor: podlab applies none, and a
+// profile silently not applied would be a lie. Unconfined is fine.
+func noAppArmor(sc *runtimeapi.LinuxContainerSecurityContext) error {
+	if p := sc.GetApparmor(); p != nil && p.ProfileType != runtimeapi.SecurityProfile_Unconfined {
+		return fmt.Errorf("config.linux.security_context.apparmor: %s: apparmor is not supported", p.ProfileType)
+	}
+	//lint:ignore SA1019 older kubelets still send only the deprecated field
+	if p := sc.GetApparmorProfile(); p != "" && p != "unconfined" {
+		return fmt.Errorf("config.linux.security_context.apparmor_profile: %q: apparmor is not supported", p)
+	}
+	return nil
 }

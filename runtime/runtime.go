@@ -46,6 +46,10 @@ type Runtime struct {
 	// sealed the init binary in its shim, one per container start. It may
 	// be called from several goroutines.
 	SealSeen func(oci.SealCounts)
+	// cpuSamples holds each container's last CPU reading (a cpuSample by
+	// container ID), from which the next ContainerStats computes
+	// usage_nano_cores.
+	cpuSamples sync.Map
 }
 
 // New opens the sandbox manager and the image store.
@@ -276,6 +280,9 @@ func RefreshContainer(c *state.Container) {
 		c.State = ContainerExited
 		c.ExitCode = &ex.ExitCode
 		c.FinishedAt = &ex.FinishedAt
+		if ex.OOMKilled {
+			c.Reason = "OOMKilled" // as containerd and the kubelet name it
+		}
 		return
 	}
 	if c.State == ContainerRunning && (c.PID <= 0 || syscall.Kill(c.PID, 0) != nil) {

@@ -2,6 +2,9 @@ package oci
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/opencontainers/cgroups"
 )
@@ -15,6 +18,10 @@ type Usage struct {
 	// kernel reclaims first: the figure the kubelet evicts on.
 	MemoryUsageBytes      uint64
 	MemoryWorkingSetBytes uint64
+	// MemoryRSSBytes is anonymous memory (v1 total_rss, v2 anon);
+	// MemoryLimitBytes 0 when the cgroup has none.
+	MemoryRSSBytes, MemoryLimitBytes uint64
+	PageFaults, MajorPageFaults      uint64
 }
 
 // Usage reads the container's cgroup, v1 or v2 (whichever manager
@@ -33,15 +40,22 @@ func (c *Created) Usage() (Usage, error) {
 // usageOf computes Usage as containerd's CRI plugin and cAdvisor do: the
 // working set is usage minus inactive file pages, from memory.stat's
 // total_inactive_file (v1, hierarchical) or inactive_file (v2, always
-// hierarchical).
+// hierarchical); RSS and page faults from the same file.
 func usageOf(s *cgroups.Stats, v2 bool) Usage {
 	u := Usage{
 		CPUUsageNanos:    s.CpuStats.CpuUsage.TotalUsage,
 		MemoryUsageBytes: s.MemoryStats.Usage.Usage,
 	}
-	key := "total_inactive_file"
+	key, rss, pgfault, pgmajfault := "total_inactive_file", "total_rss", "total_pgfault", "total_pgmajfault"
 	if v2 {
-		key = "inactive_file"
+		key, rss, pgfault, pgmajfault = "inactive_file", "anon", "pgfault", "pgmajfault"
+	}
+	u.MemoryRSSBytes = s.MemoryStats.Stats[rss]
+	u.PageFaults, u.MajorPageFaults = s.MemoryStats.Stats[pgfault], s.MemoryStats.Stats[pgmajfault]
+	// No limit reads as the largest page-aligned value (v1) or max (v2,
+	// which libcontainer reads as MaxUint64).
+	if l := s.MemoryStats.Usage.Limit; l > 0 && l < 1<<62 {
+		u.MemoryLimitBytes = l
 	}
 	u.MemoryWorkingSetBytes = u.MemoryUsageBytes
 	if inactive := s.MemoryStats.Stats[key]; inactive < u.MemoryWorkingSetBytes {
@@ -50,4 +64,31 @@ func usageOf(s *cgroups.Stats, v2 bool) Usage {
 		u.MemoryWorkingSetBytes = 0
 	}
 	return u
+}
+
+// OOMKilled reports whether the kernel's OOM killer killed a process of
+// the container's cgroup, from the oom_kill count of memory.events (v2)
+// or memory.oom_control (v1). Read it before the cgroup is removed.
+func (c *Created) OOMKilled() bool {
+	st, err := c.c.State()
+	if err != nil {
+		return false
+	}
+	file := filepath.Join(st.CgroupPaths["memory"], "memory.oom_control")
+	if cgroups.IsCgroup2UnifiedMode() {
+		file = filepath.Join(st.CgroupPaths[""], "memory.events")
+	}
+	data, err := os.ReadFile(file)
+	return err == nil && oomKilled(string(data))
+}
+
+// oomKilled reads a memory.events (v2) or memory.oom_control (v1): both
+// count the cgroup's OOM kills on an "oom_kill N" line.
+func oomKilled(data string) bool {
+	for line := range strings.Lines(data) {
+		if n, ok := strings.CutPrefix(strings.TrimSpace(line), "oom_kill "); ok {
+			return n != "0"
+		}
+	}
+	return false
 }

@@ -47,6 +47,8 @@ type Shim struct {
 type Exit struct {
 	ExitCode   int       `json:"exitCode"`
 	FinishedAt time.Time `json:"finishedAt"`
+	// OOMKilled: the kernel OOM-killed a process of the container.
+	OOMKilled bool `json:"oomKilled,omitempty"`
 }
 
 func writeExit(bundle string, e Exit) error {

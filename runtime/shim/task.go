@@ -129,10 +129,8 @@ type ExecResponse struct {
 
 // Stats is a container's cgroup usage at Timestamp.
 type Stats struct {
-	CPUUsageNanos         uint64    `json:"cpuUsageNanos"`
-	MemoryWorkingSetBytes uint64    `json:"memoryWorkingSetBytes"`
-	MemoryUsageBytes      uint64    `json:"memoryUsageBytes"`
-	Timestamp             time.Time `json:"timestamp"`
+	oci.Usage
+	Timestamp time.Time `json:"timestamp"`
 }
 
 // Empty is the argument or answer of calls that carry none.
@@ -396,7 +394,7 @@ func (t *taskService) Start(req *IDRequest, resp *StartResponse) error {
 	if err != nil {
 		// libcontainer destroyed the container and reaped its init.
 		t.disown(run.created.Pid)
-		t.recordExit(c, startExitCode)
+		t.recordExit(c, startExitCode, false)
 		return answer(err)
 	}
 	c.mu.Lock()
@@ -430,13 +428,13 @@ func (t *taskService) waitExit(c *taskContainer, run *started) {
 	}
 	run.pumps.Wait()
 	run.closeIO()
-	t.recordExit(c, code)
+	t.recordExit(c, code, run.created.OOMKilled())
 }
 
 // recordExit writes exit.json and marks c stopped.
-func (t *taskService) recordExit(c *taskContainer, code int) {
+func (t *taskService) recordExit(c *taskContainer, code int, oomKilled bool) {
 	now := time.Now().UTC()
-	if err := writeExit(c.bundle, Exit{ExitCode: code, FinishedAt: now}); err != nil {
+	if err := writeExit(c.bundle, Exit{ExitCode: code, FinishedAt: now, OOMKilled: oomKilled}); err != nil {
 		fmt.Fprintf(os.Stderr, "podlab-shim: recording exit of container %s: %v\n", c.id, err)
 	}
 	c.mu.Lock()
@@ -454,7 +452,7 @@ func (t *taskService) killCreated(c *taskContainer, run *started) error {
 	}
 	run.pumps.Wait()
 	run.closeIO()
-	t.recordExit(c, code)
+	t.recordExit(c, code, false)
 	return nil
 }
 
@@ -767,12 +765,7 @@ func (t *taskService) Stats(req *IDRequest, resp *Stats) error {
 	if err != nil {
 		return answer(err)
 	}
-	*resp = Stats{
-		CPUUsageNanos:         u.CPUUsageNanos,
-		MemoryWorkingSetBytes: u.MemoryWorkingSetBytes,
-		MemoryUsageBytes:      u.MemoryUsageBytes,
-		Timestamp:             time.Now().UTC(),
-	}
+	*resp = Stats{Usage: u, Timestamp: time.Now().UTC()}
 	return nil
 }
 

@@ -169,6 +169,12 @@ func TestCRIBadRequests(t *testing.T) {
 			_, err := rt.ContainerStatus(ctx(), &pb.ContainerStatusRequest{ContainerId: unknown})
 			return err
 		}, codes.NotFound, notFound},
+		// The CRI: stopping or removing a container that is gone is not
+		// an error (containerd 1.6 answered NotFound: its PRs 10520/10521).
+		{"StopContainer of an unknown container", func() error {
+			_, err := rt.StopContainer(ctx(), &pb.StopContainerRequest{ContainerId: unknown})
+			return err
+		}, codes.OK, nil},
 		{"RemoveContainer of an unknown container", func() error {
 			_, err := rt.RemoveContainer(ctx(), &pb.RemoveContainerRequest{ContainerId: unknown})
 			return err
