@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,8 +96,10 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	if err == nil {
 		_, err = r.writePodFiles(p, caSrc)
 	}
-	if err == nil && req.Config.DnsConfig != nil {
-		err = os.WriteFile(filepath.Join(r.Sandbox.Store.PodDir(p.ID), "etc", "resolv.conf"), resolvConf(req.Config.DnsConfig), 0o644)
+	// A DNSConfig with nothing in it leaves the host's resolv.conf, as
+	// containerd does.
+	if dns := req.Config.DnsConfig; err == nil && len(dns.GetServers())+len(dns.GetSearches())+len(dns.GetOptions()) > 0 {
+		err = os.WriteFile(filepath.Join(r.Sandbox.Store.PodDir(p.ID), "etc", "resolv.conf"), resolvConf(dns), 0o644)
 	}
 	end(err)
 	if err != nil {
@@ -200,12 +203,9 @@ func sandboxSpec(cfg *runtimeapi.PodSandboxConfig, handler string) (sandbox.Spec
 	if cfg.LogDirectory != "" && !cleanAbs(cfg.LogDirectory) {
 		return spec, errdefs.InvalidArgument("config.log_directory: must be a clean absolute path, got %q", cfg.LogDirectory)
 	}
-	for i, pm := range cfg.PortMappings {
-		if pm.GetHostPort() > 0 {
-			// The kubelet sends every container port; only those with a
-			// host port need the portmap plugin (as containerd skips the rest).
-			return spec, errdefs.Unimplemented("config.port_mappings[%d]: host ports are not supported yet", i)
-		}
+	ports, err := hostPorts(cfg.PortMappings)
+	if err != nil {
+		return spec, err
 	}
 	spec = sandbox.Spec{
 		Name: md.Name, Namespace: md.Namespace, UID: md.Uid, Attempt: md.Attempt,
@@ -219,14 +219,13 @@ func sandboxSpec(cfg *runtimeapi.PodSandboxConfig, handler string) (sandbox.Spec
 		return spec, errdefs.InvalidArgument("config.hostname: longer than 64 characters")
 	}
 	if lx := cfg.Linux; lx != nil {
-		if err := validSysctls(lx.Sysctls); err != nil {
-			return spec, err
-		}
-		spec.Sysctls = lx.Sysctls
 		if ns := lx.GetSecurityContext().GetNamespaceOptions(); ns != nil {
 			switch ns.Network {
 			case runtimeapi.NamespaceMode_NODE:
 				spec.HostNetwork = true
+				// A pod on the node's network has the node's ports: there
+				// is nothing to map (containerd ignores them likewise).
+				ports = nil
 			case runtimeapi.NamespaceMode_POD:
 			default:
 				return spec, errdefs.InvalidArgument("config.linux.security_context.namespace_options.network: %s is not valid for a sandbox (POD or NODE)", ns.Network)
@@ -249,7 +248,57 @@ func sandboxSpec(cfg *runtimeapi.PodSandboxConfig, handler string) (sandbox.Spec
 			}
 		}
 	}
+	if err := validSysctls(cfg.GetLinux().GetSysctls(), spec.HostNetwork, spec.HostIPC); err != nil {
+		return spec, err
+	}
+	spec.Sysctls = cfg.GetLinux().GetSysctls()
+	spec.PortMappings = ports
 	return spec, nil
+}
+
+// hostPorts validates a sandbox's port mappings and keeps those with a
+// host port: the kubelet sends every container port, and only those with
+// a host port are the portmap plugin's (containerd and CRI-O skip the
+// rest).
+func hostPorts(pms []*runtimeapi.PortMapping) ([]state.PortMapping, error) {
+	var out []state.PortMapping
+	for i, pm := range pms {
+		field := fmt.Sprintf("config.port_mappings[%d]", i)
+		if pm == nil {
+			return nil, errdefs.InvalidArgument("%s: empty", field)
+		}
+		if pm.ContainerPort < 0 || pm.ContainerPort > 65535 {
+			return nil, errdefs.InvalidArgument("%s.container_port: %d is not a port (1-65535)", field, pm.ContainerPort)
+		}
+		if pm.HostPort < 0 || pm.HostPort > 65535 {
+			return nil, errdefs.InvalidArgument("%s.host_port: %d is not a port (0-65535)", field, pm.HostPort)
+		}
+		var proto string
+		switch pm.Protocol {
+		case runtimeapi.Protocol_TCP:
+			proto = "tcp"
+		case runtimeapi.Protocol_UDP:
+			proto = "udp"
+		case runtimeapi.Protocol_SCTP:
+			proto = "sctp"
+		default:
+			return nil, errdefs.InvalidArgument("%s.protocol: %s is not TCP, UDP or SCTP", field, pm.Protocol)
+		}
+		hostIP := pm.HostIp
+		if ip := net.ParseIP(hostIP); hostIP != "" && ip == nil {
+			return nil, errdefs.InvalidArgument("%s.host_ip: %q is not an IP address", field, pm.HostIp)
+		} else if ip != nil && ip.IsUnspecified() {
+			hostIP = "" // every address, which portmap takes as no address
+		}
+		if pm.HostPort == 0 {
+			continue
+		}
+		if pm.ContainerPort == 0 {
+			return nil, errdefs.InvalidArgument("%s.container_port: required with host_port %d", field, pm.HostPort)
+		}
+		out = append(out, state.PortMapping{HostPort: pm.HostPort, ContainerPort: pm.ContainerPort, Protocol: proto, HostIP: hostIP})
+	}
+	return out, nil
 }
 
 // resolvConf is the pod's /etc/resolv.conf from the CRI DNSConfig.

@@ -91,6 +91,9 @@ type Spec struct {
 	// Sysctls are namespaced sysctls (net.*, IPC ones) to set in the pod's
 	// namespaces before any container starts; the caller validated them.
 	Sysctls map[string]string
+	// PortMappings are the pod's host ports (portmap plugin); none for a
+	// pod on the host's network.
+	PortMappings []state.PortMapping
 }
 
 // SpecFromPod is the sandbox of a v1 Pod, as the kubelet's
@@ -160,6 +163,7 @@ func (m *Manager) Create(spec Spec, rec *trace.Recorder) (*state.Pod, error) {
 		Annotations:  spec.Annotations,
 		LogDirectory: spec.LogDirectory,
 		Sysctls:      spec.Sysctls,
+		PortMappings: spec.PortMappings,
 
 		TerminationGracePeriod: spec.TerminationGracePeriod,
 	}
