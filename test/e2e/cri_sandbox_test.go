@@ -305,3 +305,98 @@ func TestCRISysctls(t *testing.T) {
 		t.Errorf("%d pods after the refused ones, want 1", len(pods))
 	}
 }
+
+// cgroupRoots are the mount points of the host's cgroup hierarchies.
+func cgroupRoots(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roots []string
+	for _, l := range strings.Split(string(data), "\n") {
+		pre, post, ok := strings.Cut(l, " - ")
+		if f := strings.Fields(post); ok && len(f) > 0 && (f[0] == "cgroup" || f[0] == "cgroup2") {
+			roots = append(roots, strings.Fields(pre)[4])
+		}
+	}
+	return roots
+}
+
+// A sandbox's cgroup_parent holds its cgroup (and stays when the pod
+// goes); a parent that does not exist is refused. The container logs to
+// log_path under the sandbox's log_directory, and after the file is
+// rotated ReopenContainerLog makes it write a new one.
+func TestCRICgroupParentAndLogs(t *testing.T) {
+	rootSetup(t)
+	s := newCRI(t, "")
+	const parent = "/podlab/e2e-parent"
+	for _, root := range cgroupRoots(t) {
+		if err := os.MkdirAll(filepath.Join(root, parent), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			os.Remove(filepath.Join(root, parent))
+			os.Remove(filepath.Join(root, filepath.Dir(parent)))
+		})
+	}
+	cfg := s.podConfig("cgparent", "e2e-cg", nil)
+	cfg.Linux.CgroupParent = parent
+	podID, cfgPath := s.runPod(t, cfg)
+	ctr := ctrConfig("app", "sh", "-c", "echo first; while [ ! -e /tmp/go ]; do sleep 0.1; done; echo second; sleep 600")
+	ctr.LogPath = "app/app.log"
+	id := s.createCtr(t, podID, cfgPath, ctr)
+	s.crictlOK(t, "start", id)
+	s.waitCtrState(t, id, "CONTAINER_RUNNING")
+	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", s.ctrPID(t, id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(cg), parent+"/"+podID+"/") {
+		t.Errorf("container's cgroups are not below %s/%s:\n%s", parent, podID, cg)
+	}
+
+	logFile := filepath.Join(cfg.LogDirectory, "app", "app.log")
+	if got := s.inspect(t, id).Status.LogPath; got != logFile {
+		t.Errorf("ContainerStatus log_path %q, want %q", got, logFile)
+	}
+	waitFor := func(path, want string) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if data, _ := os.ReadFile(path); strings.Contains(string(data), want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				data, _ := os.ReadFile(path)
+				t.Fatalf("%s lacks %q after 20s:\n%s", path, want, data)
+			}
+		}
+	}
+	waitFor(logFile, "first")
+	if err := os.Rename(logFile, logFile+".1"); err != nil {
+		t.Fatal(err)
+	}
+	rt, _ := s.client(t)
+	if _, err := rt.ReopenContainerLog(context.Background(), &pb.ReopenContainerLogRequest{ContainerId: id}); err != nil {
+		t.Fatalf("ReopenContainerLog: %v", err)
+	}
+	s.crictlOK(t, "exec", "-s", id, "touch", "/tmp/go")
+	waitFor(logFile, "second")
+	if old, _ := os.ReadFile(logFile + ".1"); strings.Contains(string(old), "second") {
+		t.Errorf("the rotated log got output written after the reopen:\n%s", old)
+	}
+
+	bad := s.podConfig("cgparent-missing", "e2e-cg", nil)
+	bad.Linux.CgroupParent = "/podlab/e2e-no-such-parent"
+	_, err = rt.RunPodSandbox(context.Background(), &pb.RunPodSandboxRequest{Config: bad})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "cgroup_parent") {
+		t.Errorf("RunPodSandbox with a missing cgroup parent: %v, want InvalidArgument naming cgroup_parent", err)
+	}
+	s.crictlOK(t, "stopp", podID)
+	s.crictlOK(t, "rmp", podID)
+	for _, root := range cgroupRoots(t) {
+		if _, err := os.Stat(filepath.Join(root, parent)); err != nil {
+			t.Errorf("the caller's cgroup parent went with the pod in %s: %v", root, err)
+		}
+	}
+}
