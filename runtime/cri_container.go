@@ -241,6 +241,11 @@ func criDefaults(p *state.Pod, req *runtimeapi.ContainerConfig, podDir string) (
 	if err := validContainerNamespaces(sc.NamespaceOptions); err != nil {
 		return nil, err
 	}
+	if sc.Privileged && !p.Privileged {
+		// As containerd and CRI-O: the kubelet marks the sandbox of a pod
+		// with a privileged container privileged.
+		return nil, errdefs.InvalidArgument("config.linux.security_context.privileged: pod sandbox %s is not privileged (its linux.security_context.privileged), so none of its containers may be", state.ShortID(p.ID))
+	}
 	// The runtime's own files, unless the client mounts its own (the
 	// kubelet mounts the /etc/hosts it manages).
 	for _, f := range []struct{ name, path string }{{"hosts", "/etc/hosts"}, {"hostname", "/etc/hostname"}, {"resolv.conf", "/etc/resolv.conf"}} {

@@ -162,3 +162,20 @@ func TestValidSysctls(t *testing.T) {
 		}
 	}
 }
+
+// A privileged container needs a privileged sandbox, as containerd and
+// CRI-O require.
+func TestPrivilegedNeedsPrivilegedSandbox(t *testing.T) {
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "c"}, Image: &runtimeapi.ImageSpec{Image: "busybox"},
+		Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{Privileged: true}},
+	}
+	p := &state.Pod{ID: strings.Repeat("a", 64)}
+	if _, err := criDefaults(p, cfg, "/pod"); !errdefs.IsInvalidArgument(err) || !strings.Contains(err.Error(), "security_context.privileged") {
+		t.Errorf("privileged container in an unprivileged sandbox: %v, want InvalidArgument naming privileged", err)
+	}
+	p.Privileged = true
+	if _, err := criDefaults(p, cfg, "/pod"); err != nil {
+		t.Errorf("privileged container in a privileged sandbox: %v", err)
+	}
+}

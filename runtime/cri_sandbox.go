@@ -223,6 +223,7 @@ func sandboxSpec(cfg *runtimeapi.PodSandboxConfig, handler string) (sandbox.Spec
 		return spec, err
 	}
 	if lx := cfg.Linux; lx != nil {
+		spec.Privileged = lx.GetSecurityContext().GetPrivileged()
 		if ns := lx.GetSecurityContext().GetNamespaceOptions(); ns != nil {
 			switch ns.Network {
 			case runtimeapi.NamespaceMode_NODE:

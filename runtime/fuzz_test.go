@@ -33,7 +33,7 @@ func criToOCI(podCfg *runtimeapi.PodSandboxConfig, ctrCfg *runtimeapi.ContainerC
 	const podID, ctrID = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
 	p := &state.Pod{
 		ID: podID, Name: sb.Name, Namespace: sb.Namespace, UID: sb.UID,
-		HostNetwork: sb.HostNetwork, HostPID: sb.HostPID, HostIPC: sb.HostIPC, ShareProcNS: sb.ShareProcNS,
+		HostNetwork: sb.HostNetwork, HostPID: sb.HostPID, HostIPC: sb.HostIPC, ShareProcNS: sb.ShareProcNS, Privileged: sb.Privileged,
 		NetNS: "/var/run/netns/fuzz", IPCNS: "/var/run/ipcns/fuzz", UTSNS: "/var/run/utsns/fuzz",
 		PausePID: 1, CgroupPath: "/podlab/" + podID,
 	}
@@ -79,7 +79,7 @@ func FuzzCRIToOCI(f *testing.F) {
 		Hostname: "web", LogDirectory: "/var/log/pods/web",
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
 			Sysctls:         map[string]string{"net.ipv4.ip_forward": "1"},
-			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_POD}},
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{Privileged: true, NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_POD}},
 		},
 	}
 	hostPod := &runtimeapi.PodSandboxConfig{

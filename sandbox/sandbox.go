@@ -99,6 +99,8 @@ type Spec struct {
 	// cgroup_parent, a cgroupfs path); "" is the config's cgroupParent. It
 	// must exist: it is the caller's, and stays when the pod goes.
 	CgroupParent string
+	// Privileged: the sandbox may hold privileged containers.
+	Privileged bool
 }
 
 // SpecFromPod is the sandbox of a v1 Pod, as the kubelet's
@@ -169,6 +171,7 @@ func (m *Manager) Create(spec Spec, rec *trace.Recorder) (*state.Pod, error) {
 		LogDirectory: spec.LogDirectory,
 		Sysctls:      spec.Sysctls,
 		PortMappings: spec.PortMappings,
+		Privileged:   spec.Privileged,
 
 		TerminationGracePeriod: spec.TerminationGracePeriod,
 	}

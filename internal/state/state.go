@@ -82,11 +82,14 @@ type Pod struct {
 	PortMappings []PortMapping `json:"portMappings,omitempty"`
 	// ShimSocket is the long-lived shim's task socket (pods made through
 	// the CRI operations); "" for a pod run by the one-shot shim.
-	ShimSocket   string `json:"shimSocket,omitempty"`
-	HostNetwork  bool   `json:"hostNetwork,omitempty"`
-	HostPID      bool   `json:"hostPID,omitempty"`
-	HostIPC      bool   `json:"hostIPC,omitempty"`
-	ShareProcNS  bool   `json:"shareProcessNamespace,omitempty"`
+	ShimSocket  string `json:"shimSocket,omitempty"`
+	HostNetwork bool   `json:"hostNetwork,omitempty"`
+	HostPID     bool   `json:"hostPID,omitempty"`
+	HostIPC     bool   `json:"hostIPC,omitempty"`
+	ShareProcNS bool   `json:"shareProcessNamespace,omitempty"`
+	// Privileged: the sandbox may hold privileged containers (the CRI's
+	// LinuxSandboxSecurityContext.privileged).
+	Privileged   bool   `json:"privileged,omitempty"`
 	Manifest     string `json:"manifest,omitempty"` // the manifest as given, for inspect
 	ManifestPath string `json:"manifestPath,omitempty"`
 	// TerminationGracePeriod is spec.terminationGracePeriodSeconds.

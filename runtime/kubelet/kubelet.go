@@ -277,7 +277,7 @@ func (k *Kubelet) SandboxConfig(pod *corev1.Pod) (*runtimeapi.PodSandboxConfig, 
 		Labels:       labels,
 		Annotations:  annotations,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
-			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: ns},
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: ns, Privileged: hasPrivileged(pod)},
 		},
 	}
 	if sc := spec.SecurityContext; sc != nil && len(sc.Sysctls) > 0 {
@@ -287,6 +287,19 @@ func (k *Kubelet) SandboxConfig(pod *corev1.Pod) (*runtimeapi.PodSandboxConfig, 
 		}
 	}
 	return cfg, nil
+}
+
+// hasPrivileged reports whether a container of pod is privileged, which
+// makes its sandbox privileged (the kubelet's HasPrivilegedContainer).
+func hasPrivileged(pod *corev1.Pod) bool {
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range cs {
+			if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func nsMode(host bool) runtimeapi.NamespaceMode {
