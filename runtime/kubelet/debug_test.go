@@ -2,6 +2,8 @@ package kubelet
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -59,5 +61,27 @@ func TestSandboxConfigPrivileged(t *testing.T) {
 		if got := cfg.Linux.SecurityContext.Privileged; got != privileged {
 			t.Errorf("sandbox privileged %v, want %v", got, privileged)
 		}
+	}
+}
+
+// A pod's container ports reach RunPodSandbox as port mappings.
+func TestSandboxConfigPorts(t *testing.T) {
+	k := newTestKubelet(t, nil)
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a", Ports: []corev1.ContainerPort{
+		{ContainerPort: 80, HostPort: 8080},
+		{ContainerPort: 53, HostPort: 5353, Protocol: corev1.ProtocolUDP, HostIP: "127.0.0.1"},
+		{ContainerPort: 9090},
+	}}}}}
+	pod.Name, pod.Namespace = "p", "default"
+	cfg, err := k.SandboxConfig(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, pm := range cfg.PortMappings {
+		got = append(got, fmt.Sprintf("%s %s:%d->%d", pm.Protocol, pm.HostIp, pm.HostPort, pm.ContainerPort))
+	}
+	if want := []string{"TCP :8080->80", "UDP 127.0.0.1:5353->53", "TCP :0->9090"}; !slices.Equal(got, want) {
+		t.Errorf("port mappings %v, want %v", got, want)
 	}
 }

@@ -280,6 +280,7 @@ func (k *Kubelet) SandboxConfig(pod *corev1.Pod) (*runtimeapi.PodSandboxConfig, 
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: ns, Privileged: hasPrivileged(pod)},
 		},
 	}
+	cfg.PortMappings = portMappings(pod)
 	if sc := spec.SecurityContext; sc != nil && len(sc.Sysctls) > 0 {
 		cfg.Linux.Sysctls = map[string]string{}
 		for _, s := range sc.Sysctls {
@@ -287,6 +288,26 @@ func (k *Kubelet) SandboxConfig(pod *corev1.Pod) (*runtimeapi.PodSandboxConfig, 
 		}
 	}
 	return cfg, nil
+}
+
+// portMappings are the pod's container ports, as the kubelet's
+// generatePodSandboxConfig sends them: every one, the runtime maps those
+// with a hostPort.
+func portMappings(pod *corev1.Pod) []*runtimeapi.PortMapping {
+	var pms []*runtimeapi.PortMapping
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			proto := runtimeapi.Protocol_TCP
+			switch p.Protocol {
+			case corev1.ProtocolUDP:
+				proto = runtimeapi.Protocol_UDP
+			case corev1.ProtocolSCTP:
+				proto = runtimeapi.Protocol_SCTP
+			}
+			pms = append(pms, &runtimeapi.PortMapping{Protocol: proto, ContainerPort: p.ContainerPort, HostPort: p.HostPort, HostIp: p.HostIP})
+		}
+	}
+	return pms
 }
 
 // hasPrivileged reports whether a container of pod is privileged, which

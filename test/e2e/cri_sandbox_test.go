@@ -400,3 +400,39 @@ func TestCRICgroupParentAndLogs(t *testing.T) {
 		}
 	}
 }
+
+// podlab run maps a container's hostPort, as the kubelet asks the runtime
+// to; rm removes the mapping.
+func TestRunHostPort(t *testing.T) {
+	rootSetup(t)
+	const port = 31811
+	manifest := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: e2e-hostport}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: web
+    image: busybox
+    command: ["sh", "-c", "mkdir -p /www && echo run-hostport > /www/index.html && exec httpd -f -p 8080 -h /www"]
+    ports: [{containerPort: 8080, hostPort: %d}]
+`, port)
+	r := podlab(t, manifest, "run", "-f", "-", "-q")
+	if r.code != 0 {
+		t.Fatalf("run: exit %d\n%s", r.code, r.stderr)
+	}
+	t.Cleanup(func() { podlab(t, "", "rm", "-f", "e2e-hostport") })
+	podID := strings.TrimSpace(r.stdout)
+	if !hex64.MatchString(podID) || len(hostPortRules(t, podID)) == 0 {
+		t.Fatalf("pod %q: no CNI-HOSTPORT-DNAT rule names it", podID)
+	}
+	if body := getUntil(t, fmt.Sprintf("http://127.0.0.1:%d/", port)); !strings.Contains(body, "run-hostport") {
+		t.Errorf("GET the host port: %q", body)
+	}
+	if r := podlab(t, "", "rm", "e2e-hostport"); r.code != 0 {
+		t.Fatalf("rm: exit %d\n%s", r.code, r.stderr)
+	}
+	if rules := hostPortRules(t, podID); len(rules) != 0 {
+		t.Errorf("rules left after rm:\n%s", strings.Join(rules, "\n"))
+	}
+}
