@@ -242,8 +242,13 @@ func criDefaults(p *state.Pod, req *runtimeapi.ContainerConfig, podDir string) (
 	if sc.NamespaceOptions == nil {
 		sc.NamespaceOptions = &runtimeapi.NamespaceOption{Network: nsMode(p.HostNetwork), Ipc: nsMode(p.HostIPC), Pid: podPIDMode(p)}
 	}
-	if sc.NamespaceOptions.Pid == runtimeapi.NamespaceMode_TARGET {
-		return nil, errdefs.Unimplemented("config.linux.security_context.namespace_options.pid: TARGET is not supported yet")
+	if err := validContainerNamespaces(sc.NamespaceOptions); err != nil {
+		return nil, err
+	}
+	if sc.Privileged && !p.Privileged {
+		// As containerd and CRI-O: the kubelet marks the sandbox of a pod
+		// with a privileged container privileged.
+		return nil, errdefs.InvalidArgument("config.linux.security_context.privileged: pod sandbox %s is not privileged (its linux.security_context.privileged), so none of its containers may be", state.ShortID(p.ID))
 	}
 	// The runtime's own files, unless the client mounts its own (the
 	// kubelet mounts the /etc/hosts it manages).
@@ -259,8 +264,14 @@ func criDefaults(p *state.Pod, req *runtimeapi.ContainerConfig, podDir string) (
 // cfg (from criDefaults) on img and p's sandbox, with the runtime-point
 // injection and hook. It also returns the seccomp profile applied (see
 // applySeccomp). Its errors are InvalidArgument, naming the field.
-func ociSpec(p *state.Pod, cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, id string, inj *inject.Injection, hook *specs.Hook) (*specs.Spec, string, error) {
-	spec, err := buildOCI(cfg, img, rootfsPath, id, sandboxOf(p), inj, hook)
+func ociSpec(p *state.Pod, cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, id string, inj *inject.Injection, hook *specs.Hook) (_ *specs.Spec, _ string, err error) {
+	sb := sandboxOf(p)
+	if ns := cfg.Linux.SecurityContext.NamespaceOptions; ns.Pid == runtimeapi.NamespaceMode_TARGET {
+		if sb.TargetPID, err = targetPID(p, ns.TargetId); err != nil {
+			return nil, "", err
+		}
+	}
+	spec, err := buildOCI(cfg, img, rootfsPath, id, sb, inj, hook)
 	if err != nil {
 		return nil, "", errdefs.Wrap(errdefs.ErrInvalidArgument, err)
 	}

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/opencontainers/cgroups/systemd"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/internal/cleanup"
@@ -95,8 +97,10 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	if err == nil {
 		_, err = r.writePodFiles(p, caSrc)
 	}
-	if err == nil && req.Config.DnsConfig != nil {
-		err = os.WriteFile(filepath.Join(r.Sandbox.Store.PodDir(p.ID), "etc", "resolv.conf"), resolvConf(req.Config.DnsConfig), 0o644)
+	// A DNSConfig with nothing in it leaves the host's resolv.conf, as
+	// containerd does.
+	if dns := req.Config.DnsConfig; err == nil && len(dns.GetServers())+len(dns.GetSearches())+len(dns.GetOptions()) > 0 {
+		err = os.WriteFile(filepath.Join(r.Sandbox.Store.PodDir(p.ID), "etc", "resolv.conf"), resolvConf(dns), 0o644)
 	}
 	end(err)
 	if err != nil {
@@ -200,12 +204,9 @@ func sandboxSpec(cfg *runtimeapi.PodSandboxConfig, handler string) (sandbox.Spec
 	if cfg.LogDirectory != "" && !cleanAbs(cfg.LogDirectory) {
 		return spec, errdefs.InvalidArgument("config.log_directory: must be a clean absolute path, got %q", cfg.LogDirectory)
 	}
-	for i, pm := range cfg.PortMappings {
-		if pm.GetHostPort() > 0 {
-			// The kubelet sends every container port; only those with a
-			// host port need the portmap plugin (as containerd skips the rest).
-			return spec, errdefs.Unimplemented("config.port_mappings[%d]: host ports are not supported yet", i)
-		}
+	ports, err := hostPorts(cfg.PortMappings)
+	if err != nil {
+		return spec, err
 	}
 	spec = sandbox.Spec{
 		Name: md.Name, Namespace: md.Namespace, UID: md.Uid, Attempt: md.Attempt,
@@ -218,15 +219,18 @@ func sandboxSpec(cfg *runtimeapi.PodSandboxConfig, handler string) (sandbox.Spec
 	if len(spec.Hostname) > 64 {
 		return spec, errdefs.InvalidArgument("config.hostname: longer than 64 characters")
 	}
+	if spec.CgroupParent, err = cgroupParent(cfg.GetLinux().GetCgroupParent()); err != nil {
+		return spec, err
+	}
 	if lx := cfg.Linux; lx != nil {
-		if err := validSysctls(lx.Sysctls); err != nil {
-			return spec, err
-		}
-		spec.Sysctls = lx.Sysctls
+		spec.Privileged = lx.GetSecurityContext().GetPrivileged()
 		if ns := lx.GetSecurityContext().GetNamespaceOptions(); ns != nil {
 			switch ns.Network {
 			case runtimeapi.NamespaceMode_NODE:
 				spec.HostNetwork = true
+				// A pod on the node's network has the node's ports: there
+				// is nothing to map (containerd ignores them likewise).
+				ports = nil
 			case runtimeapi.NamespaceMode_POD:
 			default:
 				return spec, errdefs.InvalidArgument("config.linux.security_context.namespace_options.network: %s is not valid for a sandbox (POD or NODE)", ns.Network)
@@ -249,7 +253,80 @@ func sandboxSpec(cfg *runtimeapi.PodSandboxConfig, handler string) (sandbox.Spec
 			}
 		}
 	}
+	if err := validSysctls(cfg.GetLinux().GetSysctls(), spec.HostNetwork, spec.HostIPC); err != nil {
+		return spec, err
+	}
+	spec.Sysctls = cfg.GetLinux().GetSysctls()
+	spec.PortMappings = ports
 	return spec, nil
+}
+
+// cgroupParent is the cgroupfs path of a sandbox's cgroup_parent: a clean
+// absolute path as it is (what a kubelet with the cgroupfs driver sends),
+// or a systemd slice name ("kubepods-besteffort.slice", the systemd
+// driver's form) expanded to the path systemd gives that slice, as
+// libcontainer's systemd driver does (podlab writes cgroupfs itself, so
+// the pod's cgroup is a directory below that slice, not a systemd unit).
+func cgroupParent(parent string) (string, error) {
+	const field = "config.linux.cgroup_parent"
+	switch {
+	case parent == "":
+		return "", nil
+	case strings.HasSuffix(parent, ".slice") && !strings.Contains(parent, "/"):
+		path, err := systemd.ExpandSlice(parent)
+		if err != nil {
+			return "", errdefs.InvalidArgument("%s: %v", field, err)
+		}
+		return path, nil
+	case !cleanAbs(parent) || parent == "/":
+		return "", errdefs.InvalidArgument("%s: %q is neither a clean absolute cgroup path below the root nor a systemd slice name", field, parent)
+	}
+	return parent, nil
+}
+
+// hostPorts validates a sandbox's port mappings and keeps those with a
+// host port: the kubelet sends every container port, and only those with
+// a host port are the portmap plugin's (containerd and CRI-O skip the
+// rest).
+func hostPorts(pms []*runtimeapi.PortMapping) ([]state.PortMapping, error) {
+	var out []state.PortMapping
+	for i, pm := range pms {
+		field := fmt.Sprintf("config.port_mappings[%d]", i)
+		if pm == nil {
+			return nil, errdefs.InvalidArgument("%s: empty", field)
+		}
+		if pm.ContainerPort < 0 || pm.ContainerPort > 65535 {
+			return nil, errdefs.InvalidArgument("%s.container_port: %d is not a port (1-65535)", field, pm.ContainerPort)
+		}
+		if pm.HostPort < 0 || pm.HostPort > 65535 {
+			return nil, errdefs.InvalidArgument("%s.host_port: %d is not a port (0-65535)", field, pm.HostPort)
+		}
+		var proto string
+		switch pm.Protocol {
+		case runtimeapi.Protocol_TCP:
+			proto = "tcp"
+		case runtimeapi.Protocol_UDP:
+			proto = "udp"
+		case runtimeapi.Protocol_SCTP:
+			proto = "sctp"
+		default:
+			return nil, errdefs.InvalidArgument("%s.protocol: %s is not TCP, UDP or SCTP", field, pm.Protocol)
+		}
+		hostIP := pm.HostIp
+		if ip := net.ParseIP(hostIP); hostIP != "" && ip == nil {
+			return nil, errdefs.InvalidArgument("%s.host_ip: %q is not an IP address", field, pm.HostIp)
+		} else if ip != nil && ip.IsUnspecified() {
+			hostIP = "" // every address, which portmap takes as no address
+		}
+		if pm.HostPort == 0 {
+			continue
+		}
+		if pm.ContainerPort == 0 {
+			return nil, errdefs.InvalidArgument("%s.container_port: required with host_port %d", field, pm.HostPort)
+		}
+		out = append(out, state.PortMapping{HostPort: pm.HostPort, ContainerPort: pm.ContainerPort, Protocol: proto, HostIP: hostIP})
+	}
+	return out, nil
 }
 
 // resolvConf is the pod's /etc/resolv.conf from the CRI DNSConfig.

@@ -85,16 +85,27 @@ var namespacedSysctls = map[string]bool{
 	"kernel.msgmax": true, "kernel.msgmnb": true, "kernel.msgmni": true, "kernel.sem": true,
 }
 
-func validSysctls(sysctls map[string]string) error {
+// validSysctls checks a sandbox's sysctls: namespaced ones only, and none
+// of a namespace the pod shares with the node (setting it would change the
+// node's: the kubelet refuses them, and runc would for a container).
+func validSysctls(sysctls map[string]string, hostNetwork, hostIPC bool) error {
 	for k := range sysctls {
 		name := strings.ReplaceAll(k, "/", ".")
 		if name == "" || strings.Contains(name, "..") || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") {
 			return errdefs.InvalidArgument("config.linux.sysctls: %q is not a sysctl name", k)
 		}
-		if namespacedSysctls[name] || strings.HasPrefix(name, "net.") || strings.HasPrefix(name, "fs.mqueue.") {
-			continue
+		switch {
+		case strings.HasPrefix(name, "net."):
+			if hostNetwork {
+				return errdefs.InvalidArgument("config.linux.sysctls: %q would be set on the node: the pod uses the node's network namespace", k)
+			}
+		case namespacedSysctls[name] || strings.HasPrefix(name, "fs.mqueue."):
+			if hostIPC {
+				return errdefs.InvalidArgument("config.linux.sysctls: %q would be set on the node: the pod uses the node's IPC namespace", k)
+			}
+		default:
+			return errdefs.InvalidArgument("config.linux.sysctls: %q is not a namespaced sysctl (allowed: net.*, fs.mqueue.*, kernel.shm*, kernel.msg*, kernel.sem)", k)
 		}
-		return errdefs.InvalidArgument("config.linux.sysctls: %q is not a namespaced sysctl (allowed: net.*, fs.mqueue.*, kernel.shm*, kernel.msg*, kernel.sem)", k)
 	}
 	return nil
 }

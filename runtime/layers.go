@@ -42,8 +42,11 @@ type sandboxInfo struct {
 	HostIPC     bool
 	HostPID     bool
 	SharePID    bool
-	CgroupPath  string
-	CgroupV2    bool // the host's cgroups are v2 (unified)
+	// TargetPID is a process of the container whose PID namespace a
+	// container with PID NamespaceMode TARGET joins.
+	TargetPID  int
+	CgroupPath string
+	CgroupV2   bool // the host's cgroups are v2 (unified)
 }
 
 // defaultCaps is the capability set CRI runtimes (containerd, CRI-O, moby)
@@ -148,21 +151,7 @@ func buildOCI(cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, ct
 
 	l := s.Linux
 	l.CgroupsPath = filepath.Join(sb.CgroupPath, ctrID)
-	l.Namespaces = []specs.LinuxNamespace{{Type: specs.MountNamespace}}
-	if !sb.HostNetwork {
-		l.Namespaces = append(l.Namespaces,
-			specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: sb.NetNS},
-			specs.LinuxNamespace{Type: specs.UTSNamespace, Path: sb.UTSNS})
-	}
-	if !sb.HostIPC {
-		l.Namespaces = append(l.Namespaces, specs.LinuxNamespace{Type: specs.IPCNamespace, Path: sb.IPCNS})
-	}
-	switch sc.NamespaceOptions.Pid {
-	case runtimeapi.NamespaceMode_POD:
-		l.Namespaces = append(l.Namespaces, specs.LinuxNamespace{Type: specs.PIDNamespace, Path: fmt.Sprintf("/proc/%d/ns/pid", sb.PausePID)})
-	case runtimeapi.NamespaceMode_CONTAINER:
-		l.Namespaces = append(l.Namespaces, specs.LinuxNamespace{Type: specs.PIDNamespace})
-	}
+	l.Namespaces = containerNamespaces(sc.NamespaceOptions, sb)
 	if sb.CgroupV2 && !sc.Privileged {
 		// A private cgroup namespace on v2, as containerd and CRI-O give
 		// every unprivileged container: its /sys/fs/cgroup and

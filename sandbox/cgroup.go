@@ -104,6 +104,17 @@ func killCgroup(path string) error {
 	return errors.Join(errs...)
 }
 
+// cgroupExists reports whether the cgroup at path exists in a mounted
+// hierarchy.
+func cgroupExists(path string) bool {
+	for _, mnt := range cgroupMounts() {
+		if fi, err := os.Stat(filepath.Join(mnt, path)); err == nil && fi.IsDir() {
+			return true
+		}
+	}
+	return false
+}
+
 // cgroupMounts lists the mount points of cgroup and cgroup2 filesystems
 // (none if mountinfo cannot be read).
 func cgroupMounts() []string {

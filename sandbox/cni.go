@@ -149,7 +149,7 @@ func (c *cniClient) libcni(rec *trace.Recorder, parent string) *libcni.CNIConfig
 
 // podRuntimeConf is the CNI runtime config of pod p on network n.
 func podRuntimeConf(p *state.Pod, n network) *libcni.RuntimeConf {
-	return &libcni.RuntimeConf{
+	rt := &libcni.RuntimeConf{
 		ContainerID: p.ID,
 		NetNS:       p.NetNS,
 		IfName:      n.ifName,
@@ -161,6 +161,30 @@ func podRuntimeConf(p *state.Pod, n network) *libcni.RuntimeConf {
 			{"K8S_POD_UID", p.UID},
 		},
 	}
+	if len(p.PortMappings) > 0 {
+		rt.CapabilityArgs = map[string]any{"portMappings": p.PortMappings}
+	}
+	return rt
+}
+
+// pluginsFor is list as a pod with runtime config rt runs it: without the
+// plugins that only map host ports (capabilities.portMappings) when the
+// pod has none. The portmap plugin's ADD of such a pod does nothing, but
+// its DEL runs iptables to look for chains to remove, on every pod.
+// The DEL of a pod uses the same record as its ADD, so it leaves out the
+// same plugins.
+func pluginsFor(list *libcni.NetworkConfigList, rt *libcni.RuntimeConf) *libcni.NetworkConfigList {
+	if _, ok := rt.CapabilityArgs["portMappings"]; ok {
+		return list
+	}
+	out := *list
+	out.Plugins = nil
+	for _, p := range list.Plugins {
+		if !p.Network.Capabilities["portMappings"] {
+			out.Plugins = append(out.Plugins, p)
+		}
+	}
+	return &out
 }
 
 // addResult is what the pod record keeps of a CNI ADD.
@@ -172,7 +196,7 @@ type addResult struct {
 func (c *cniClient) add(ctx context.Context, rec *trace.Recorder, parent string, net network, rt *libcni.RuntimeConf, res *addResult) error {
 	rt.IfName = net.ifName
 	cni := c.libcni(rec, parent)
-	r, err := cni.AddNetworkList(ctx, net.list, rt)
+	r, err := cni.AddNetworkList(ctx, pluginsFor(net.list, rt), rt)
 	if err != nil {
 		return fmt.Errorf("CNI ADD of network %q: %w", net.list.Name, err)
 	}
@@ -207,9 +231,10 @@ func (c *cniClient) del(ctx context.Context, rec *trace.Recorder, parent string,
 	cni := c.libcni(rec, parent)
 	// libcni stops at the first failing DEL; a plugin that is not installed
 	// cannot have done anything, so it must not keep the others from undoing.
-	list := *net.list
+	all := pluginsFor(net.list, rt)
+	list := *all
 	list.Plugins = nil
-	for _, p := range net.list.Plugins {
+	for _, p := range all.Plugins {
 		if _, err := invoke.FindInPath(p.Network.Type, c.cfg.BinDirs); err == nil {
 			list.Plugins = append(list.Plugins, p)
 		}

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/podlab/podlab/internal/cleanup"
+	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/manifest"
 	"github.com/podlab/podlab/internal/oci"
@@ -91,6 +92,15 @@ type Spec struct {
 	// Sysctls are namespaced sysctls (net.*, IPC ones) to set in the pod's
 	// namespaces before any container starts; the caller validated them.
 	Sysctls map[string]string
+	// PortMappings are the pod's host ports (portmap plugin); none for a
+	// pod on the host's network.
+	PortMappings []state.PortMapping
+	// CgroupParent is the cgroup the pod's goes below (the CRI's
+	// cgroup_parent, a cgroupfs path); "" is the config's cgroupParent. It
+	// must exist: it is the caller's, and stays when the pod goes.
+	CgroupParent string
+	// Privileged: the sandbox may hold privileged containers.
+	Privileged bool
 }
 
 // SpecFromPod is the sandbox of a v1 Pod, as the kubelet's
@@ -160,10 +170,18 @@ func (m *Manager) Create(spec Spec, rec *trace.Recorder) (*state.Pod, error) {
 		Annotations:  spec.Annotations,
 		LogDirectory: spec.LogDirectory,
 		Sysctls:      spec.Sysctls,
+		PortMappings: spec.PortMappings,
+		Privileged:   spec.Privileged,
 
 		TerminationGracePeriod: spec.TerminationGracePeriod,
 	}
 	p.CgroupPath = m.CgroupPath(p.ID)
+	if spec.CgroupParent != "" {
+		if !cgroupExists(spec.CgroupParent) {
+			return nil, errdefs.InvalidArgument("config.linux.cgroup_parent: cgroup %s does not exist (its owner, the kubelet, makes it)", spec.CgroupParent)
+		}
+		p.CgroupPath = filepath.Join(spec.CgroupParent, p.ID)
+	}
 	nsName := NetNSName(p.Namespace, p.Name)
 	if !spec.HostNetwork {
 		p.NetNS = filepath.Join(m.Config.NetNSDir, nsName)

@@ -123,6 +123,8 @@ type ctrRow struct {
 	ExitCode   *int       `json:"exitCode"`
 	StartedAt  *time.Time `json:"startedAt"`
 	FinishedAt *time.Time `json:"finishedAt"`
+	// Ephemeral: added to the running pod by podlab debug.
+	Ephemeral bool `json:"ephemeral,omitempty"`
 }
 
 // containerStates are podlab's names of the CRI container states.
@@ -184,7 +186,11 @@ func newPsCmd(g *globalFlags) *cobra.Command {
 				if r.StartedAt != nil {
 					started = age(*r.StartedAt)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", runtime.ShortID(r.ID), r.Pod, r.Name, r.State, r.PID, exit, started)
+				name := r.Name
+				if r.Ephemeral {
+					name += " (ephemeral)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", runtime.ShortID(r.ID), r.Pod, name, r.State, r.PID, exit, started)
 			}
 			return tw.Flush()
 		},
@@ -198,7 +204,7 @@ func newPsCmd(g *globalFlags) *cobra.Command {
 // from the verbose info, as crictl inspect shows it).
 func containerRow(pod string, resp *runtimeapi.ContainerStatusResponse) ctrRow {
 	st := resp.Status
-	r := ctrRow{ID: st.Id, Pod: pod, Name: st.Metadata.Name, State: containerStates[st.State]}
+	r := ctrRow{ID: st.Id, Pod: pod, Name: st.Metadata.Name, State: containerStates[st.State], Ephemeral: kubelet.IsEphemeral(st.Annotations)}
 	var info struct {
 		PID int `json:"pid"`
 	}
@@ -254,7 +260,8 @@ func parseManifest(file string, rec *trace.Recorder) (*manifest.Manifest, error)
 }
 
 // pickContainer resolves -c among a pod's containers (the latest attempt
-// of that name), defaulting to the first app container as kubectl does.
+// of that name), defaulting to the first app container as kubectl does
+// (not an init or ephemeral one).
 func pickContainer(pod string, cs []*runtimeapi.Container, name string) (*runtimeapi.Container, error) {
 	var names []string
 	var first, found *runtimeapi.Container
@@ -275,7 +282,7 @@ func pickContainer(pod string, cs []*runtimeapi.Container, name string) (*runtim
 	}
 	var apps []string
 	for _, c := range cs {
-		if c.Annotations[kubelet.AnnotationContainerType] == "init" {
+		if c.Annotations[kubelet.AnnotationContainerType] == "init" || kubelet.IsEphemeral(c.Annotations) {
 			continue
 		}
 		if !slices.Contains(apps, c.Metadata.Name) {

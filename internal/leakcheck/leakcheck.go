@@ -1,6 +1,7 @@
 // Package leakcheck lists what podlab, and the tests that drive it, can
 // leave behind on a host: network namespace files and nsfs mounts, host
-// veths, host-local IPAM leases and the CNI result cache, cgroups under
+// veths, host-local IPAM leases and the CNI result cache, the portmap
+// plugin's host-port rules, cgroups under
 // podlab's cgroup parent in every hierarchy, mounts under podlab's state
 // and image dirs, and processes: podlab's own (shims and pauses by their
 // role marker, containers by their cgroup) and whatever a test started and
@@ -22,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coreos/go-iptables/iptables"
 	"github.com/moby/sys/mountinfo"
 	"github.com/podlab/podlab/internal/netlinkdump"
 	"github.com/vishvananda/netlink"
@@ -29,7 +31,7 @@ import (
 
 // Leak is one thing left behind.
 type Leak struct {
-	Kind string // "namespace file", "nsfs mount", "veth", "ipam lease", "cni result cache", "cgroup", "process", "mount"
+	Kind string // "namespace file", "nsfs mount", "veth", "ipam lease", "cni result cache", "cgroup", "process", "mount", "iptables rule"
 	What string // a path, an interface name, or a process and why it is one
 }
 
@@ -45,6 +47,7 @@ const (
 	KindCgroup        = "cgroup"
 	KindProcess       = "process"
 	KindMount         = "mount"
+	KindIPTables      = "iptables rule"
 )
 
 // Host says where to look.
@@ -60,6 +63,10 @@ type Host struct {
 	CgroupParent string
 	// MountDirs: every mount at or below one of them is a leak.
 	MountDirs []string
+	// CNINetworks are podlab's CNI networks: a host-port rule the portmap
+	// plugin added for one of them (in the nat table's CNI-HOSTPORT-DNAT,
+	// naming the network) is a leak.
+	CNINetworks []string
 }
 
 // Default is podlab's default configuration on this host (runtime/config's
@@ -72,6 +79,7 @@ func Default() Host {
 		CNIDir:        "/var/lib/cni",
 		CgroupParent:  "/podlab",
 		MountDirs:     []string{"/run/podlab", "/var/lib/podlab"},
+		CNINetworks:   []string{"podlab"},
 	}
 }
 
@@ -95,6 +103,7 @@ func (h Host) Check() ([]Leak, error) {
 	add(veths())
 	add(h.leases())
 	add(h.cniCache())
+	add(h.hostPortRules())
 	add(h.cgroups(mounts))
 	add(h.processes(os.Getpid()))
 	slices.SortFunc(leaks, func(a, b Leak) int { return strings.Compare(a.String(), b.String()) })
@@ -239,6 +248,42 @@ func (h Host) cniCache() ([]Leak, error) {
 		leaks = append(leaks, Leak{KindCNICache, filepath.Join(dir, n)})
 	}
 	return leaks, err
+}
+
+// hostPortRules lists the portmap plugin's per-pod rules of podlab's
+// networks: each pod with host ports has one jump, commented with the
+// network's name and the pod's id, from CNI-HOSTPORT-DNAT to its own
+// chain, and DEL removes both. The CNI-HOSTPORT-* chains themselves are
+// shared and stay. A host without iptables has none.
+func (h Host) hostPortRules() ([]Leak, error) {
+	var leaks []Leak
+	var errs []error
+	for _, proto := range []iptables.Protocol{iptables.ProtocolIPv4, iptables.ProtocolIPv6} {
+		ipt, err := iptables.NewWithProtocol(proto)
+		if err != nil {
+			continue // no iptables (or ip6tables) here
+		}
+		const chain = "CNI-HOSTPORT-DNAT"
+		if ok, err := ipt.ChainExists("nat", chain); err != nil || !ok {
+			if err != nil {
+				errs = append(errs, fmt.Errorf("iptables: %w", err))
+			}
+			continue
+		}
+		rules, err := ipt.List("nat", chain)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("iptables: listing nat %s: %w", chain, err))
+			continue
+		}
+		for _, r := range rules {
+			for _, n := range h.CNINetworks {
+				if strings.Contains(r, `name: \"`+n+`\"`) {
+					leaks = append(leaks, Leak{KindIPTables, r})
+				}
+			}
+		}
+	}
+	return leaks, errors.Join(errs...)
 }
 
 // cgroups lists CgroupParent and everything below it in every mounted

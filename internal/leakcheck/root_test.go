@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coreos/go-iptables/iptables"
 	"github.com/moby/sys/mountinfo"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -92,6 +93,36 @@ func TestFindsEveryKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = append(want, "ipam lease "+filepath.Join(netDir, "10.99.0.9"), "cni result cache "+result)
+
+	// A host-port rule of podlab's network, as the portmap plugin adds it
+	// (its jump to the pod's chain, here a RETURN).
+	ipt, err := iptables.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const dnat = "CNI-HOSTPORT-DNAT"
+	if ok, err := ipt.ChainExists("nat", dnat); err != nil {
+		t.Fatal(err)
+	} else if !ok {
+		if err := ipt.NewChain("nat", dnat); err != nil {
+			t.Fatal(err)
+		}
+		undo(func() error { return ipt.DeleteChain("nat", dnat) })
+	}
+	rule := []string{"-m", "comment", "--comment", `dnat name: "podlab" id: "` + tag + `"`, "-j", "RETURN"}
+	if err := ipt.Append("nat", dnat, rule...); err != nil {
+		t.Fatal(err)
+	}
+	undo(func() error { return ipt.Delete("nat", dnat, rule...) })
+	listed, err := ipt.List("nat", dnat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planted := slices.IndexFunc(listed, func(l string) bool { return strings.Contains(l, tag) })
+	if planted < 0 {
+		t.Fatalf("the planted rule is not in nat %s: %v", dnat, listed)
+	}
+	want = append(want, "iptables rule "+listed[planted])
 
 	// A cgroup under podlab's parent in every hierarchy, holding a process
 	// in one (not cpuset's, where a new cgroup has no CPUs to run on).

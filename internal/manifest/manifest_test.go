@@ -533,14 +533,11 @@ activeDeadlineSeconds: 60
 securityContext:
   sysctls: [{name: net.core.somaxconn, value: "1024"}]
 `) + "status:\n  phase: Running\n", want: []string{
-			"spec.containers[0].ports[0].hostPort: not supported by podlab, ignored",
-			"spec.containers[0].ports[0].hostIP: not supported by podlab, ignored",
 			"spec.containers[0].volumeMounts[0].mountPropagation: not supported by podlab, ignored",
 			"spec.containers[0].lifecycle: not supported by podlab, ignored",
 			"spec.activeDeadlineSeconds: not supported by podlab, ignored",
 			`spec.dnsPolicy: "Default" is not supported by podlab, ignored`,
 			"spec.nodeSelector: not supported by podlab, ignored",
-			"spec.securityContext.sysctls: not supported by podlab, ignored",
 			"spec.tolerations: not supported by podlab, ignored",
 			"status: status is ignored",
 		}},

@@ -75,6 +75,7 @@ var supportTable = sync.OnceValue(func() map[string]rule {
 		"spec.securityContext.supplementalGroups": handled,
 		"spec.securityContext.fsGroup":            handled,
 		"spec.securityContext.seccompProfile":     handled,
+		"spec.securityContext.sysctls":            handled,
 		// Values that change nothing without a cluster, or are the defaults
 		// `kubectl get -o yaml` prints.
 		"spec.enableServiceLinks":           handled, // no Services, so no service env vars either way
@@ -109,6 +110,8 @@ var supportTable = sync.OnceValue(func() map[string]rule {
 		"ports[*].containerPort": handled,
 		"ports[*].name":          handled,
 		"ports[*].protocol":      handled,
+		"ports[*].hostPort":      handled,
+		"ports[*].hostIP":        handled,
 
 		"securityContext":                          walkIn,
 		"securityContext.runAsUser":                handled,

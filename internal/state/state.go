@@ -77,13 +77,19 @@ type Pod struct {
 	LogDirectory string            `json:"logDirectory,omitempty"`
 	// Sysctls are the namespaced sysctls set in the pod's namespaces.
 	Sysctls map[string]string `json:"sysctls,omitempty"`
+	// PortMappings are the pod's host ports, given to the CNI portmap
+	// plugin on ADD and DEL.
+	PortMappings []PortMapping `json:"portMappings,omitempty"`
 	// ShimSocket is the long-lived shim's task socket (pods made through
 	// the CRI operations); "" for a pod run by the one-shot shim.
-	ShimSocket   string `json:"shimSocket,omitempty"`
-	HostNetwork  bool   `json:"hostNetwork,omitempty"`
-	HostPID      bool   `json:"hostPID,omitempty"`
-	HostIPC      bool   `json:"hostIPC,omitempty"`
-	ShareProcNS  bool   `json:"shareProcessNamespace,omitempty"`
+	ShimSocket  string `json:"shimSocket,omitempty"`
+	HostNetwork bool   `json:"hostNetwork,omitempty"`
+	HostPID     bool   `json:"hostPID,omitempty"`
+	HostIPC     bool   `json:"hostIPC,omitempty"`
+	ShareProcNS bool   `json:"shareProcessNamespace,omitempty"`
+	// Privileged: the sandbox may hold privileged containers (the CRI's
+	// LinuxSandboxSecurityContext.privileged).
+	Privileged   bool   `json:"privileged,omitempty"`
 	Manifest     string `json:"manifest,omitempty"` // the manifest as given, for inspect
 	ManifestPath string `json:"manifestPath,omitempty"`
 	// TerminationGracePeriod is spec.terminationGracePeriodSeconds.
@@ -119,6 +125,15 @@ type Container struct {
 	// ContainerCannotRun), Message a human-readable detail.
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
+}
+
+// PortMapping is one host port of a pod, in the shape of the CNI
+// portMappings capability (the portmap plugin's runtimeConfig).
+type PortMapping struct {
+	HostPort      int32  `json:"hostPort"`
+	ContainerPort int32  `json:"containerPort"`
+	Protocol      string `json:"protocol"` // tcp, udp or sctp
+	HostIP        string `json:"hostIP,omitempty"`
 }
 
 // Event is something worth telling the user about a pod, like kubectl events.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -114,5 +115,14 @@ func TestLeakCheckLooksAtTheDefaults(t *testing.T) {
 		if !slices.ContainsFunc(h.MountDirs, func(m string) bool { return dir == m || strings.HasPrefix(dir, m+"/") }) {
 			t.Errorf("leak check does not look for mounts in %s (%s): %v", name, dir, h.MountDirs)
 		}
+	}
+	var conflist struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal([]byte(c.CNI.Conflist), &conflist); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(h.CNINetworks, conflist.Name) {
+		t.Errorf("leak check does not look for the host-port rules of network %q: %v", conflist.Name, h.CNINetworks)
 	}
 }

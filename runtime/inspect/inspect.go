@@ -58,8 +58,12 @@ type Report struct {
 	ContainerID string `json:"containerId"`
 	Attempt     uint32 `json:"attempt,omitempty"`
 	Init        bool   `json:"init,omitempty"`
-	State       string `json:"state"`
-	PID         int    `json:"pid,omitempty"`
+	// Ephemeral: added to the running pod by podlab debug; Target is the
+	// container whose PID namespace it joined.
+	Ephemeral bool   `json:"ephemeral,omitempty"`
+	Target    string `json:"target,omitempty"`
+	State     string `json:"state"`
+	PID       int    `json:"pid,omitempty"`
 	// CreatedBy is CreatorRun or CreatorCRI.
 	CreatedBy string `json:"createdBy"`
 	// ClientLayers are the layers that are the CRI client's, which podlab
@@ -112,6 +116,15 @@ func Inspect(p *state.Pod, c *state.Container, rules Rules) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	ec, err := ephemeralOf(c)
+	if err != nil {
+		return nil, err
+	}
+	if ec != nil && pod != nil {
+		// The recorded manifest predates it: add it, as the API server's
+		// pod holds it after kubectl debug.
+		pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, *ec)
+	}
 	stored, err := ReadStored(c.Bundle)
 	if err != nil {
 		return nil, fmt.Errorf("reading the layers of container %s: %w", c.Name, err)
@@ -122,6 +135,9 @@ func Inspect(p *state.Pod, c *state.Container, rules Rules) (*Report, error) {
 		Pod: p.Key(), PodID: p.ID, PodDir: PodDirOf(c.Bundle),
 		Container: c.Name, ContainerID: c.ID, Attempt: c.Attempt, Init: isInit(c), State: cc.State,
 		CreatedBy: CreatedBy(p),
+	}
+	if ec != nil {
+		r.Ephemeral, r.Target = true, ec.TargetContainerName
 	}
 	proc, perr := ContainerProcess(c)
 	procErr := ""
@@ -227,6 +243,20 @@ func ReadStored(bundle string) (*runtime.Layers, error) {
 		l.Options = &opts
 	}
 	return l, nil
+}
+
+// ephemeralOf is the EphemeralContainer podlab debug recorded with c; nil
+// for any other container.
+func ephemeralOf(c *state.Container) (*corev1.EphemeralContainer, error) {
+	data := c.Annotations[kubelet.AnnotationEphemeralContainer]
+	if data == "" || !kubelet.IsEphemeral(c.Annotations) {
+		return nil, nil
+	}
+	var ec corev1.EphemeralContainer
+	if err := json.Unmarshal([]byte(data), &ec); err != nil {
+		return nil, fmt.Errorf("container %s: annotation %s: %w", c.Name, kubelet.AnnotationEphemeralContainer, err)
+	}
+	return &ec, nil
 }
 
 // isInit reports whether c is an init container: the kubelet half says so

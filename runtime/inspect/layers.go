@@ -235,6 +235,13 @@ func findContainer(pod *corev1.Pod, name string) *corev1.Container {
 			}
 		}
 	}
+	// An ephemeral container's common part is a Container's fields, as
+	// the kubelet converts it.
+	for i := range pod.Spec.EphemeralContainers {
+		if ec := &pod.Spec.EphemeralContainers[i]; ec.Name == name {
+			return (*corev1.Container)(&ec.EphemeralContainerCommon)
+		}
+	}
 	return nil
 }
 

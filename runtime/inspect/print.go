@@ -36,8 +36,13 @@ func newTab(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4,
 // dir, and for a CRI client's container which layers are the client's.
 func WriteHeader(w io.Writer, r *Report) {
 	kind := "container"
-	if r.Init {
+	switch {
+	case r.Init:
 		kind = "init container"
+	case r.Ephemeral && r.Target != "":
+		kind = "ephemeral container (target " + r.Target + ")"
+	case r.Ephemeral:
+		kind = "ephemeral container"
 	}
 	name := r.Container
 	if r.Attempt > 0 {

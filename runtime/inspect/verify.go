@@ -92,6 +92,14 @@ func Verify(p *state.Pod, rules Rules) *Verification {
 	if err != nil {
 		v.Checks = append(v.Checks, Check{Container: "-", Item: "manifest", Detail: err.Error()})
 	}
+	for i := range p.Containers {
+		ec, err := ephemeralOf(&p.Containers[i])
+		if err != nil {
+			v.Checks = append(v.Checks, Check{Container: p.Containers[i].Name, Item: "manifest", Detail: err.Error()})
+		} else if ec != nil && pod != nil {
+			pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, *ec)
+		}
+	}
 	switch {
 	case len(p.Containers) > 0:
 	case v.CreatedBy == CreatorCRI:
@@ -127,6 +135,9 @@ func verifyContainer(p *state.Pod, pod *corev1.Pod, c *state.Container, rules Ru
 	switch {
 	case isInit(c):
 		storedOnly = "init container has exited: checked its stored layers only"
+	case c.Annotations[kubecontainer.AnnotationContainerType] == kubecontainer.ContainerTypeEphemeral && errors.Is(perr, ErrNotRunning):
+		// Never restarted: once its command is done it stays exited.
+		storedOnly = "ephemeral container has exited: checked its stored layers only"
 	case cri:
 		checks = append(checks, criState(name, proc, perr))
 		if errors.Is(perr, ErrNotRunning) {

@@ -50,9 +50,22 @@ const (
 	// AnnotationRunContainerOptions, on a container, is its
 	// RunContainerOptions as JSON.
 	AnnotationRunContainerOptions = "podlab.io/run-container-options"
-	// AnnotationContainerType, on a container, is "init" or "app": the CRI
-	// has no init containers, but injection rules skip them by default.
+	// AnnotationContainerType, on a container, is "init", "app" or
+	// "ephemeral": the CRI has no such kinds, but injection rules skip
+	// init containers by default, and ps and inspect show ephemeral ones.
 	AnnotationContainerType = "podlab.io/container-type"
+	// AnnotationEphemeralContainer, on an ephemeral container (podlab
+	// debug), is its EphemeralContainer as JSON: the pod's manifest,
+	// recorded with the sandbox, does not hold it, as the API server's pod
+	// would after kubectl debug.
+	AnnotationEphemeralContainer = "podlab.io/ephemeral-container"
+)
+
+// The values of AnnotationContainerType.
+const (
+	ContainerTypeInit      = "init"
+	ContainerTypeApp       = "app"
+	ContainerTypeEphemeral = "ephemeral"
 )
 
 // HostsFile is a pod's /etc/hosts as the kubelet writes it

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -117,22 +118,11 @@ func (k *Kubelet) plan(ctx context.Context, mf *manifest.Manifest) ([]plannedCon
 				}
 				ensured[c.Image+"|"+string(c.ImagePullPolicy)] = st
 			}
-			var info struct {
-				Config ocispec.ImageConfig `json:"config"`
-			}
-			if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil {
-				return fmt.Errorf("container %q: image %q: reading its config: %w", c.Name, c.Image, err)
-			}
-			name := c.Image
-			if len(st.Image.RepoTags) > 0 {
-				name = familiar(st.Image.RepoTags[0])
-			}
-			// The pod's CA bundle is not linked yet: resolve against the
-			// name it will have, to check rules and device plugins early.
-			if _, err := k.resolve(pod, c, init, "/planned/ca-certificates.crt"); err != nil {
+			pc, err := k.planned(pod, c, init, st)
+			if err != nil {
 				return err
 			}
-			out = append(out, plannedContainer{c: c, init: init, image: name, imageEnv: info.Config.Env})
+			out = append(out, pc)
 		}
 		return nil
 	}
@@ -143,6 +133,27 @@ func (k *Kubelet) plan(ctx context.Context, mf *manifest.Manifest) ([]plannedCon
 		return nil, err
 	}
 	return out, nil
+}
+
+// planned is c with its image as ImageStatus (verbose) gives it, once
+// the rules and device plugins resolve for it.
+func (k *Kubelet) planned(pod *corev1.Pod, c *corev1.Container, init bool, st *runtimeapi.ImageStatusResponse) (plannedContainer, error) {
+	var info struct {
+		Config ocispec.ImageConfig `json:"config"`
+	}
+	if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil {
+		return plannedContainer{}, fmt.Errorf("container %q: image %q: reading its config: %w", c.Name, c.Image, err)
+	}
+	name := c.Image
+	if len(st.Image.RepoTags) > 0 {
+		name = familiar(st.Image.RepoTags[0])
+	}
+	// The pod's CA bundle may not be linked yet: resolve against the
+	// name it will have, to check rules and device plugins early.
+	if _, err := k.resolve(pod, c, init, "/planned/ca-certificates.crt"); err != nil {
+		return plannedContainer{}, err
+	}
+	return plannedContainer{c: c, init: init, image: name, imageEnv: info.Config.Env}, nil
 }
 
 // familiar is a fully qualified image name as the user writes it
@@ -266,9 +277,10 @@ func (k *Kubelet) SandboxConfig(pod *corev1.Pod) (*runtimeapi.PodSandboxConfig, 
 		Labels:       labels,
 		Annotations:  annotations,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
-			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: ns},
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: ns, Privileged: hasPrivileged(pod)},
 		},
 	}
+	cfg.PortMappings = portMappings(pod)
 	if sc := spec.SecurityContext; sc != nil && len(sc.Sysctls) > 0 {
 		cfg.Linux.Sysctls = map[string]string{}
 		for _, s := range sc.Sysctls {
@@ -276,6 +288,39 @@ func (k *Kubelet) SandboxConfig(pod *corev1.Pod) (*runtimeapi.PodSandboxConfig, 
 		}
 	}
 	return cfg, nil
+}
+
+// portMappings are the pod's container ports, as the kubelet's
+// generatePodSandboxConfig sends them: every one, the runtime maps those
+// with a hostPort.
+func portMappings(pod *corev1.Pod) []*runtimeapi.PortMapping {
+	var pms []*runtimeapi.PortMapping
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			proto := runtimeapi.Protocol_TCP
+			switch p.Protocol {
+			case corev1.ProtocolUDP:
+				proto = runtimeapi.Protocol_UDP
+			case corev1.ProtocolSCTP:
+				proto = runtimeapi.Protocol_SCTP
+			}
+			pms = append(pms, &runtimeapi.PortMapping{Protocol: proto, ContainerPort: p.ContainerPort, HostPort: p.HostPort, HostIp: p.HostIP})
+		}
+	}
+	return pms
+}
+
+// hasPrivileged reports whether a container of pod is privileged, which
+// makes its sandbox privileged (the kubelet's HasPrivilegedContainer).
+func hasPrivileged(pod *corev1.Pod) bool {
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range cs {
+			if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func nsMode(host bool) runtimeapi.NamespaceMode {
@@ -505,9 +550,11 @@ func (k *Kubelet) containerConfig(mf *manifest.Manifest, pc plannedContainer, se
 	if err != nil {
 		return nil, nil, err
 	}
-	volMounts, err := setup.vols.Mounts(c)
-	if err != nil {
-		return nil, nil, err
+	var volMounts []specs.Mount
+	if setup.vols != nil { // none for an ephemeral container
+		if volMounts, err = setup.vols.Mounts(c); err != nil {
+			return nil, nil, err
+		}
 	}
 	in := Input{
 		Pod: mf.Pod, Container: c, Init: pc.init, Inject: inj, Volumes: volMounts, PodFiles: []Mount{hosts},
@@ -579,11 +626,16 @@ func writeHosts(podDir string, pod *corev1.Pod, ips []string) (Mount, error) {
 	if pod.Spec.HostNetwork {
 		hostname, _ = os.Hostname()
 	}
-	path := filepath.Join(podDir, "etc-hosts")
-	if err := os.WriteFile(path, kubecontainer.HostsFile(hostname, ips), 0o644); err != nil {
+	m := hostsMount(podDir)
+	if err := os.WriteFile(m.HostPath, kubecontainer.HostsFile(hostname, ips), 0o644); err != nil {
 		return Mount{}, err
 	}
-	return Mount{ContainerPath: "/etc/hosts", HostPath: path, Source: MountFromPod, Origin: "hosts"}, nil
+	return m, nil
+}
+
+// hostsMount is the mount of the pod's kubelet-managed /etc/hosts.
+func hostsMount(podDir string) Mount {
+	return Mount{ContainerPath: "/etc/hosts", HostPath: filepath.Join(podDir, "etc-hosts"), Source: MountFromPod, Origin: "hosts"}
 }
 
 // pullSecretAuth is the credential the pod's imagePullSecrets hold for
