@@ -157,6 +157,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
   sandbox_image = "registry.k8s.io/pause:3.9"
+  # This host withholds CAP_SYS_RESOURCE even from root: runc cannot lower
+  # a sandbox's oom_score_adj to -998 ("failed to update
+  # /proc/self/oom_score_adj: Permission denied"); containerd's own option
+  # keeps it at containerd's.
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/opt/podlab/cni/bin"
     conf_dir = "$d/cni"
