@@ -239,14 +239,12 @@ EOF
 - The `runc`, `ctr`, `podman` and scripted rows use the system runc; podlab
   uses runc's libcontainer as a library (version above).
 EOF
+  # the "Through the CRI" section is scripts/critest.sh --benchmark's (a
+  # run of its own): kept as it was generated
+  if [ -f "$DOC" ]; then
+    critest_section=$(awk '/^<!-- critest-benchmark: begin/ { on = 1 } on { print } /^<!-- critest-benchmark: end -->/ { on = 0 }' "$DOC")
+    [ -z "$critest_section" ] || printf '\n%s\n' "$critest_section"
+  fi
 } > "$DOC.tmp"
-# The "Through the CRI" section comes from another run (scripts/critest.sh
-# --benchmark): carried over as it was, before the notes.
-if [ -f "$DOC" ] && grep -q '^<!-- critest-benchmark: begin' "$DOC"; then
-  awk -v old="$DOC" '
-    BEGIN { while ((getline l < old) > 0) { if (l ~ /^<!-- critest-benchmark: begin/) keep = 1; if (keep) sec = sec l "\n"; if (l ~ /^<!-- critest-benchmark: end/) keep = 0 } }
-    /^## Notes$/ && !done { printf "%s\n", sec; done = 1 }
-    { print }' "$DOC.tmp" > "$DOC.tmp2" && mv "$DOC.tmp2" "$DOC.tmp"
-fi
 mv "$DOC.tmp" "$DOC"
 say "wrote $DOC (took ${TOTAL_S} s)"

@@ -485,8 +485,8 @@ func benchmark(args []string) error {
 	return replaceSection(*doc, b.String())
 }
 
-// replaceSection puts section in place of doc's marked one, or before its
-// "## Notes", or at its end.
+// replaceSection puts section in place of doc's marked one, or at its end
+// (where scripts/gen-benchmarks-doc.sh keeps it).
 func replaceSection(doc, section string) error {
 	data, err := os.ReadFile(doc)
 	if err != nil {
@@ -499,12 +499,7 @@ func replaceSection(doc, section string) error {
 			return writeFile(doc, s)
 		}
 	}
-	if i := strings.Index(s, "\n## Notes\n"); i >= 0 {
-		s = s[:i+1] + section + "\n" + s[i+1:]
-	} else {
-		s += "\n" + section
-	}
-	return writeFile(doc, s)
+	return writeFile(doc, strings.TrimRight(s, "\n")+"\n\n"+section)
 }
 
 func writeFile(p, s string) error {
@@ -514,4 +509,3 @@ func writeFile(p, s string) error {
 	}
 	return os.Rename(tmp, p)
 }
-
