@@ -8,7 +8,7 @@
 # "Through the CRI" section of docs/benchmarks.md.
 #
 # Usage: sudo scripts/critest.sh [--only podlab|containerd] [--benchmark]
-#                                [--no-doc] [--target FILE]
+#                                [--no-doc] [--target FILE] [--podlab BIN]
 #
 # Results (console logs, junit reports, benchmark data) are kept under
 # build/critest/results. Exit status: 1 when podlab passes fewer specs than
@@ -19,13 +19,14 @@ cd "$(dirname "$0")/.."
 REPO=$PWD
 export PATH=$PATH:/usr/local/go/bin
 
-ONLY="" BENCH=0 DOC=1 TARGET=test/critest-target
+ONLY="" BENCH=0 DOC=1 TARGET=test/critest-target PODLAB=$REPO/bin/podlab
 while [ $# -gt 0 ]; do
   case $1 in
     --only) ONLY=${2:?}; shift;;
     --benchmark) BENCH=1;;
     --no-doc) DOC=0;;
     --target) TARGET=${2:?}; shift;;
+    --podlab) PODLAB=${2:?}; shift;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;;
     *) echo "critest: unknown argument $1" >&2; exit 2;;
   esac
@@ -37,7 +38,7 @@ say() { echo "critest: $*" >&2; }
 CRITEST=${CRITEST:-/opt/podlab/bin/critest}
 BUILD=$REPO/build/critest
 OUT=$BUILD/results
-for t in "$CRITEST" bin/podlab; do [ -x "$t" ] || { echo "critest: $t missing (make setup build)" >&2; exit 1; }; done
+for t in "$CRITEST" "$PODLAB"; do [ -x "$t" ] || { echo "critest: $t missing (make setup build)" >&2; exit 1; }; done
 for t in docker-registry containerd runc ipcs; do command -v "$t" >/dev/null || { echo "critest: $t missing (make setup)" >&2; exit 1; }; done
 # The only spec skipped by name: the pull of upstream's image by its digest
 # (test-image-digest@sha256:…) cannot pass offline.
@@ -117,7 +118,7 @@ start_podlab() {
     done
   } > "$d/config.yaml"
   SOCK=$d/cri.sock
-  bin/podlab --config "$d/config.yaml" serve --listen "unix://$SOCK" >"$OUT/podlab-serve.log" 2>&1 &
+  "$PODLAB" --config "$d/config.yaml" serve --listen "unix://$SOCK" >"$OUT/podlab-serve.log" 2>&1 &
   SERVER_PID=$!
 }
 
@@ -168,7 +169,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = "$d/certs.d"
 EOF
-  containerd --config "$d/config.toml" </dev/null >"$OUT/containerd.log" 2>&1 &
+  containerd --config "$d/config.toml" </dev/null >"$OUT/containerd-daemon.log" 2>&1 &
   SERVER_PID=$!
 }
 

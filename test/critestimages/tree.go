@@ -131,6 +131,11 @@ func (t *tree) layer() (v1.Layer, error) {
 			hdr.Linkname = e.link
 		case tar.TypeLink:
 			hdr.Linkname = strings.TrimPrefix(e.link, "/")
+			// The target's mode, as docker's tar writer sets it: some
+			// unpackers (containerd's) chmod the link, so the file, to it.
+			if target, ok := t.entries[path.Clean(e.link)]; ok {
+				hdr.Mode, hdr.Uid, hdr.Gid = target.mode, target.uid, target.gid
+			}
 		case tar.TypeReg:
 			body = e.body
 			if body == nil {
