@@ -37,7 +37,7 @@ say() { echo "critest: $*" >&2; }
 
 CRITEST=${CRITEST:-/opt/podlab/bin/critest}
 BUILD=$REPO/build/critest
-OUT=$BUILD/results
+OUT=${CRITEST_OUT:-$BUILD/results}
 for t in "$CRITEST" "$PODLAB"; do [ -x "$t" ] || { echo "critest: $t missing (make setup build)" >&2; exit 1; }; done
 for t in docker-registry containerd runc ipcs; do command -v "$t" >/dev/null || { echo "critest: $t missing (make setup)" >&2; exit 1; }; done
 # The only spec skipped by name: the pull of upstream's image by its digest
