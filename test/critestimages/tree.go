@@ -19,12 +19,12 @@ import (
 type tree struct{ entries map[string]*entry }
 
 type entry struct {
-	typ      byte   // tar.TypeDir, TypeReg, TypeSymlink, TypeLink
+	typ      byte   // tar.TypeDir, TypeReg, TypeLink
 	host     string // TypeReg: file to copy, when body is nil
 	body     []byte
 	mode     int64
 	uid, gid int
-	link     string // TypeSymlink target, TypeLink path (absolute)
+	link     string // TypeLink: the target's path (absolute)
 }
 
 func newTree() *tree { return &tree{entries: map[string]*entry{}} }
@@ -49,59 +49,8 @@ func (t *tree) file(p, host string, mode int64) {
 func (t *tree) text(p, body string, mode int64) {
 	t.put(p, &entry{typ: tar.TypeReg, body: []byte(body), mode: mode})
 }
-func (t *tree) symlink(p, target string) {
-	t.put(p, &entry{typ: tar.TypeSymlink, link: target, mode: 0o777})
-}
 func (t *tree) hardlink(p, target string)    { t.put(p, &entry{typ: tar.TypeLink, link: target}) }
 func (t *tree) chown(p string, uid, gid int) { e := t.entries[path.Clean(p)]; e.uid, e.gid = uid, gid }
-
-// copyDir adds the host directory src's content under dst (regular
-// files, directories and symlinks), keeping modes.
-func (t *tree) copyDir(dst, src string) error {
-	return walk(src, func(rel string, fi os.FileInfo) error {
-		p := path.Join(dst, rel)
-		switch {
-		case fi.IsDir():
-			t.dir(p, int64(fi.Mode().Perm()))
-		case fi.Mode()&os.ModeSymlink != 0:
-			target, err := os.Readlink(path.Join(src, rel))
-			if err != nil {
-				return err
-			}
-			t.symlink(p, target)
-		case fi.Mode().IsRegular():
-			t.file(p, path.Join(src, rel), int64(fi.Mode().Perm()))
-		}
-		return nil
-	})
-}
-
-func walk(root string, fn func(rel string, fi os.FileInfo) error) error {
-	var rec func(rel string) error
-	rec = func(rel string) error {
-		ents, err := os.ReadDir(path.Join(root, rel))
-		if err != nil {
-			return err
-		}
-		for _, de := range ents {
-			r := path.Join(rel, de.Name())
-			fi, err := de.Info()
-			if err != nil {
-				return err
-			}
-			if err := fn(r, fi); err != nil {
-				return err
-			}
-			if de.IsDir() {
-				if err := rec(r); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	return rec("")
-}
 
 // layer writes the tree as an uncompressed tar, sorted, hard links last
 // (a hard link's target must come before it), then gzips it as a layer.
@@ -127,8 +76,6 @@ func (t *tree) layer() (v1.Layer, error) {
 		switch e.typ {
 		case tar.TypeDir:
 			hdr.Name += "/"
-		case tar.TypeSymlink:
-			hdr.Linkname = e.link
 		case tar.TypeLink:
 			hdr.Linkname = strings.TrimPrefix(e.link, "/")
 			// The target's mode, as docker's tar writer sets it: some
