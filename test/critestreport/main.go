@@ -192,7 +192,8 @@ func gist(msg string, max int) string {
 	return strings.NewReplacer("|", "\\|", "`", "'").Replace(s)
 }
 
-// causes reads FILE: "spec substring<TAB>explanation" lines (# comments).
+// causes reads FILE: "substring<TAB>explanation" lines (# comments); the
+// substring is of the spec's name or of its failure message.
 func causes(file string) ([][2]string, error) {
 	if file == "" {
 		return nil, nil
@@ -333,7 +334,7 @@ pass offline); the 5 benchmark specs run only with -benchmark (below
 	for _, n := range failed {
 		fmt.Fprintf(w, "- **%s** (containerd: %s)  \n  failure: `%s`", n, stateWord(ctd[n]), gist(pod[n].Message, 300))
 		for _, c := range why {
-			if strings.Contains(n, c[0]) {
+			if strings.Contains(n, c[0]) || strings.Contains(pod[n].Message, c[0]) {
 				fmt.Fprintf(w, "  \n  cause: %s", c[1])
 				break
 			}
@@ -411,9 +412,20 @@ func rank(v []int64, p int) int64 {
 	return v[k-1]
 }
 
-// column is an operation's (or -1: the whole cycle's) durations.
+func cycles(s *resultsSet) int {
+	if s == nil {
+		return 0
+	}
+	return len(s.Datapoints)
+}
+
+// column is an operation's (or -1: the whole cycle's) durations (none
+// when s is nil).
 func column(s *resultsSet, op int) []int64 {
 	var v []int64
+	if s == nil {
+		return nil
+	}
 	for _, d := range s.Datapoints {
 		if op < 0 {
 			var sum int64
@@ -430,6 +442,9 @@ func column(s *resultsSet, op int) []int64 {
 }
 
 func ms(ns int64) string {
+	if ns == 0 {
+		return "–"
+	}
 	f := float64(ns) / 1e6
 	if f < 10 {
 		return fmt.Sprintf("%.2f", f)
@@ -438,7 +453,7 @@ func ms(ns int64) string {
 }
 
 func ratio(a, b int64) string {
-	if b == 0 {
+	if a == 0 || b == 0 {
 		return "–"
 	}
 	return fmt.Sprintf("%.2f×", float64(a)/float64(b))
@@ -478,13 +493,28 @@ func benchmark(args []string) error {
 	} {
 		ps, perr := readSet(*pdir, f.file)
 		cs, cerr := readSet(*cdir, f.file)
-		if perr != nil || cerr != nil {
-			fmt.Fprintf(&b, "### %s\n\nNo data: %v %v\n\n", f.title, perr, cerr)
+		fmt.Fprintf(&b, "### %s\n\n", f.title)
+		// A runtime whose benchmark failed wrote no data: its column is
+		// empty, and why is said.
+		for _, e := range []struct {
+			who string
+			err error
+		}{{"podlab", perr}, {"containerd", cerr}} {
+			if e.err != nil {
+				fmt.Fprintf(&b, "No data from %s: its benchmark spec failed (see its -benchmark log).\n\n", e.who)
+			}
+		}
+		if ps == nil && cs == nil {
 			continue
 		}
-		fmt.Fprintf(&b, "### %s\n\n%d cycles each.\n\n| operation | podlab p50 | podlab p95 | containerd p50 | containerd p95 | podlab/containerd p50 |\n|---|---:|---:|---:|---:|---:|\n",
-			f.title, len(ps.Datapoints))
-		rows := append([]string(nil), ps.OperationsNames...)
+		rows := func() []string {
+			if ps != nil {
+				return ps.OperationsNames
+			}
+			return cs.OperationsNames
+		}()
+		fmt.Fprintf(&b, "Cycles: podlab %d, containerd %d.\n\n| operation | podlab p50 | podlab p95 | containerd p50 | containerd p95 | podlab/containerd p50 |\n|---|---:|---:|---:|---:|---:|\n",
+			cycles(ps), cycles(cs))
 		for i := -1; i < len(rows); i++ {
 			name := f.cycle
 			if i >= 0 {
