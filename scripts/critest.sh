@@ -9,6 +9,7 @@
 #
 # Usage: sudo scripts/critest.sh [--only podlab|containerd] [--benchmark]
 #                                [--no-doc] [--target FILE] [--podlab BIN]
+#                                [--benchmark-only]
 #
 # Results (console logs, junit reports, benchmark data) are kept under
 # build/critest/results. Exit status: 1 when podlab passes fewer specs than
@@ -19,11 +20,12 @@ cd "$(dirname "$0")/.."
 REPO=$PWD
 export PATH=$PATH:/usr/local/go/bin
 
-ONLY="" BENCH=0 DOC=1 TARGET=test/critest-target PODLAB=$REPO/bin/podlab
+ONLY="" BENCH=0 VALIDATE=1 DOC=1 TARGET=test/critest-target PODLAB=$REPO/bin/podlab
 while [ $# -gt 0 ]; do
   case $1 in
     --only) ONLY=${2:?}; shift;;
     --benchmark) BENCH=1;;
+    --benchmark-only) BENCH=1 VALIDATE=0 DOC=0;;
     --no-doc) DOC=0;;
     --target) TARGET=${2:?}; shift;;
     --podlab) PODLAB=${2:?}; shift;;
@@ -230,6 +232,7 @@ run_critest() {
 RUNTIMES=(podlab containerd)
 [ -z "$ONLY" ] || RUNTIMES=("$ONLY")
 for rt in "${RUNTIMES[@]}"; do
+  [ "$VALIDATE" = 1 ] || break
   run_critest "$rt"
   if [ "$rt" = podlab ]; then
     say "leak check after podlab"
@@ -256,7 +259,7 @@ if [ "$DOC" = 1 ] && [ -z "$ONLY" ]; then
 fi
 
 # ---------------------------------------------------------------- target
-if [ -d "$OUT/podlab-junit" ] && [ -f "$TARGET" ]; then
+if [ "$VALIDATE" = 1 ] && [ -d "$OUT/podlab-junit" ] && [ -f "$TARGET" ]; then
   want=$(grep -v '^#' "$TARGET" | head -1)
   passed=$(go run ./test/critestreport count -junit "$OUT/podlab-junit")
   if [ "$passed" -lt "$want" ]; then
