@@ -65,16 +65,18 @@ cleanup() {
 trap cleanup EXIT
 
 # What critest leaves on the host itself: its HostIpc spec makes shared
-# memory segments with the host's ipcmk, and some specs mount under /tmp.
+# memory segments with the host's ipcmk, and its mount specs bind-mount
+# under their os.MkdirTemp("", "test"+podID) dirs (only those: other
+# mounts under /tmp are not ours).
 shm_ids() { ipcs -m | awk '$2 ~ /^[0-9]+$/ { print $2 }' | sort; }
-tmp_mounts() { awk '$5 ~ "^/tmp/" { print $5 }' /proc/self/mountinfo | sort -u; }
+tmp_mounts() { awk '$5 ~ "^/tmp/test[0-9a-f]+(/|$)" { print $5 }' /proc/self/mountinfo | sort -u; }
 SHM_BEFORE=$(shm_ids) MOUNTS_BEFORE=$(tmp_mounts)
 tidy_host() {
   local id m
   for id in $(comm -13 <(echo "$SHM_BEFORE") <(shm_ids)); do ipcrm -m "$id" 2>/dev/null || :; done
   # deepest first
   for m in $(comm -13 <(echo "$MOUNTS_BEFORE") <(tmp_mounts) | sort -r); do
-    case $m in "$RUN"/*) ;; *) umount -l "$m" 2>/dev/null || : ;; esac
+    umount -l "$m" 2>/dev/null || :
   done
 }
 
