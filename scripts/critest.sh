@@ -68,7 +68,8 @@ trap cleanup EXIT
 # memory segments with the host's ipcmk, and its mount specs bind-mount
 # under their os.MkdirTemp("", "test"+podID) dirs (only those: other
 # mounts under /tmp are not ours).
-shm_ids() { ipcs -m | awk '$2 ~ /^[0-9]+$/ { print $2 }' | sort; }
+# (its segments: `ipcmk -M 1048576`, unattached)
+shm_ids() { ipcs -m | awk '$2 ~ /^[0-9]+$/ && $5 == 1048576 && $6 == 0 { print $2 }' | sort; }
 tmp_mounts() { awk '$5 ~ "^/tmp/test[0-9a-f]+(/|$)" { print $5 }' /proc/self/mountinfo | sort -u; }
 SHM_BEFORE=$(shm_ids) MOUNTS_BEFORE=$(tmp_mounts)
 tidy_host() {
