@@ -12,7 +12,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 GOTAGS   ?= seccomp
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build setup install demo test unit-test fuzz flake soak bench lint clean docs check-docs
+.PHONY: all build setup install demo test unit-test fuzz flake soak bench lint clean docs check-docs critest
 
 all: build
 
@@ -75,6 +75,14 @@ check-docs: setup build
 # the CRI load: 8 gRPC clients × CRI_CYCLES pod cycles (tens of minutes).
 soak: setup build
 	GOTAGS='$(GOTAGS)' ./scripts/soak.sh -n $(or $(N),1000) -c 4 -l $(or $(CRI_CYCLES),200)
+
+# critest (cri-tools' CRI validation suite) against podlab and containerd,
+# docs/conformance.md from that run; fails when podlab passes fewer specs
+# than test/critest-target. CRITEST_FLAGS=--benchmark adds critest
+# -benchmark and the "Through the CRI" section of docs/benchmarks.md.
+critest: setup build
+	./scripts/setup.sh
+	./scripts/critest.sh $(CRITEST_FLAGS)
 
 bench: setup build
 	$(GO) test -tags '$(GOTAGS)' -run '^$$' -bench . -benchtime 200x ./...

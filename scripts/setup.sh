@@ -80,6 +80,20 @@ else
   mkdir -p "$CRICTL_BIN_DIR"
   GOBIN="$CRICTL_BIN_DIR" go install "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
 fi
+# critest, the CRI validation suite, pinned to crictl's version. It is a
+# Go test binary: built with `go test -c` inside the module's directory in
+# the module cache, its version stamped where `critest -version` prints it.
+CRITEST_VERSION=${CRITEST_VERSION:-$CRICTL_VERSION}
+if [ "$("$CRICTL_BIN_DIR/critest" -version 2>/dev/null | awk '/^critest version:/ {print $3}')" = "$CRITEST_VERSION" ]; then
+  say "critest $CRITEST_VERSION already in $CRICTL_BIN_DIR"
+else
+  say "building critest $CRITEST_VERSION into $CRICTL_BIN_DIR"
+  mkdir -p "$CRICTL_BIN_DIR"
+  critest_src=$(GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/cri-tools@$CRITEST_VERSION" | awk -F'"' '$2 == "Dir" {print $4}')
+  (cd "$critest_src" && GOFLAGS=-mod=mod go test -c -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRITEST_VERSION" \
+    -o "$CRICTL_BIN_DIR/critest" ./cmd/critest)
+fi
 # The default busybox image, built from the host's static busybox, once
 # podlab is built (make demo/test run setup, build, then this again).
 if [ -x bin/podlab ]; then

@@ -1,0 +1,273 @@
+#!/usr/bin/env bash
+# critest.sh: run critest (cri-tools' CRI validation suite, built by
+# setup.sh) against `podlab serve` and then against containerd 1.6 from apt,
+# each on a private socket and state, both pulling the test images from one
+# registry on 127.0.0.1 through their mirror configs (no image renamed, no
+# -registry-prefix); write docs/conformance.md from the two junit reports;
+# with --benchmark, also run critest -benchmark against both and write the
+# "Through the CRI" section of docs/benchmarks.md.
+#
+# Usage: sudo scripts/critest.sh [--only podlab|containerd] [--benchmark]
+#                                [--no-doc] [--target FILE] [--podlab BIN]
+#                                [--benchmark-only]
+#
+# Results (console logs, junit reports, benchmark data) are kept under
+# build/critest/results. Exit status: 1 when podlab passes fewer specs than
+# the target file's count (test/critest-target), or on a leak.
+set -euo pipefail
+export LC_ALL=C
+cd "$(dirname "$0")/.."
+REPO=$PWD
+export PATH=$PATH:/usr/local/go/bin
+
+ONLY="" BENCH=0 VALIDATE=1 DOC=1 TARGET=test/critest-target PODLAB=$REPO/bin/podlab
+while [ $# -gt 0 ]; do
+  case $1 in
+    --only) ONLY=${2:?}; shift;;
+    --benchmark) BENCH=1;;
+    --benchmark-only) BENCH=1 VALIDATE=0 DOC=0;;
+    --no-doc) DOC=0;;
+    --target) TARGET=${2:?}; shift;;
+    --podlab) PODLAB=${2:?}; shift;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;;
+    *) echo "critest: unknown argument $1" >&2; exit 2;;
+  esac
+  shift
+done
+say() { echo "critest: $*" >&2; }
+[ "$(id -u)" = 0 ] || { echo "critest.sh must run as root (sudo)" >&2; exit 1; }
+
+CRITEST=${CRITEST:-/opt/podlab/bin/critest}
+BUILD=$REPO/build/critest
+OUT=${CRITEST_OUT:-$BUILD/results}
+for t in "$CRITEST" "$PODLAB"; do [ -x "$t" ] || { echo "critest: $t missing (make setup build)" >&2; exit 1; }; done
+for t in docker-registry containerd runc ipcs; do command -v "$t" >/dev/null || { echo "critest: $t missing (make setup)" >&2; exit 1; }; done
+# The only spec skipped by name: the pull of upstream's image by its digest
+# (test-image-digest@sha256:…) cannot pass offline.
+SKIP='public image with digest'
+mkdir -p "$BUILD" "$OUT"
+
+RUN=$(mktemp -d /tmp/plcritest.XXXXXX)
+REGISTRY_PID="" SERVER_PID=""
+stop_pid() {
+  local pid=$1 i
+  [ -n "$pid" ] || return 0
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for i in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || :
+  wait "$pid" 2>/dev/null || :
+}
+cleanup() {
+  stop_pid "$SERVER_PID"; SERVER_PID=""
+  stop_pid "$REGISTRY_PID"; REGISTRY_PID=""
+  rm -rf "$RUN"
+}
+trap cleanup EXIT
+
+# What critest leaves on the host itself: its HostIpc spec makes shared
+# memory segments with the host's ipcmk, and its mount specs bind-mount
+# under their os.MkdirTemp("", "test"+podID) dirs (only those: other
+# mounts under /tmp are not ours).
+# (its segments: `ipcmk -M 1048576`, unattached)
+shm_ids() { ipcs -m | awk '$2 ~ /^[0-9]+$/ && $5 == 1048576 && $6 == 0 { print $2 }' | sort; }
+tmp_mounts() { awk '$5 ~ "^/tmp/test[0-9a-f]+(/|$)" { print $5 }' /proc/self/mountinfo | sort -u; }
+SHM_BEFORE=$(shm_ids) MOUNTS_BEFORE=$(tmp_mounts)
+tidy_host() {
+  local id m
+  for id in $(comm -13 <(echo "$SHM_BEFORE") <(shm_ids)); do ipcrm -m "$id" 2>/dev/null || :; done
+  # deepest first
+  for m in $(comm -13 <(echo "$MOUNTS_BEFORE") <(tmp_mounts) | sort -r); do
+    umount -l "$m" 2>/dev/null || :
+  done
+}
+
+# ---------------------------------------------------------------- registry
+# The images live in build/critest/registry, rebuilt only when their
+# builder changed (a stamp of its sources).
+for _ in $(seq 20); do
+  REG_PORT=$((20000 + RANDOM % 30000))
+  ss -ltn 2>/dev/null | awk '{ print $4 }' | grep -q ":$REG_PORT\$" || break
+done
+REG=127.0.0.1:$REG_PORT
+stamp=$(cat test/critestimages/*.go test/critestimages/*/*.go pause/*.go | sha256sum | cut -c1-16)
+if [ "$(cat "$BUILD/images.stamp" 2>/dev/null)" != "$stamp" ]; then rm -rf "$BUILD/registry" "$BUILD/images.stamp"; fi
+mkdir -p "$BUILD/registry"
+printf 'version: 0.1\nlog: {level: error, accesslog: {disabled: true}}\nstorage:\n  filesystem: {rootdirectory: %s}\nhttp:\n  addr: %s\n  secret: critest\n' \
+  "$BUILD/registry" "$REG" > "$RUN/registry.yml"
+docker-registry serve "$RUN/registry.yml" </dev/null >"$OUT/registry.log" 2>&1 &
+REGISTRY_PID=$!
+for _ in $(seq 100); do curl -fs "http://$REG/v2/" >/dev/null 2>&1 && break; sleep 0.1; done
+curl -fs "http://$REG/v2/" >/dev/null || { echo "critest: the registry did not start: $(tail -3 "$OUT/registry.log")" >&2; exit 1; }
+if [ ! -f "$BUILD/images.stamp" ]; then
+  say "building the test images into $BUILD/registry"
+  go run ./test/critestimages -registry "$REG" -work "$BUILD" >"$OUT/images.log"
+  echo "$stamp" > "$BUILD/images.stamp"
+fi
+MIRRORED=(registry.k8s.io k8s.gcr.io gcr.io docker.io public.ecr.aws)
+
+# ---------------------------------------------------------------- runtimes
+start_podlab() {
+  local d=$RUN/podlab
+  mkdir -p "$d"
+  {
+    echo "stateDir: $d/state"
+    echo "imageDir: $d/images"
+    echo "logDir: $d/logs"
+    echo "registry:"
+    echo "  hosts:"
+    local h
+    for h in "${MIRRORED[@]}"; do
+      echo "    $h:"
+      echo "      endpoints:"
+      echo "      - url: http://$REG"
+    done
+  } > "$d/config.yaml"
+  SOCK=$d/cri.sock
+  "$PODLAB" --config "$d/config.yaml" serve --listen "unix://$SOCK" >"$OUT/podlab-serve.log" 2>&1 &
+  SERVER_PID=$!
+}
+
+start_containerd() {
+  local d=$RUN/containerd h
+  mkdir -p "$d/cni" "$d/certs.d"
+  for h in "${MIRRORED[@]}"; do
+    mkdir -p "$d/certs.d/$h"
+    printf 'server = "http://%s"\n\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' "$REG" "$REG" > "$d/certs.d/$h/hosts.toml"
+  done
+  # Its own bridge and subnet, leases in its own dir.
+  cat > "$d/cni/10-critest.conflist" <<EOF
+{"cniVersion": "1.0.0", "name": "critest-ctd", "plugins": [
+  {"type": "bridge", "bridge": "plctd0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+   "ipam": {"type": "host-local", "dataDir": "$d/ipam", "ranges": [[{"subnet": "10.98.0.0/16"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+  {"type": "portmap", "capabilities": {"portMappings": true}},
+  {"type": "loopback"}]}
+EOF
+  SOCK=$d/containerd.sock
+  cat > "$d/config.toml" <<EOF
+version = 2
+root = "$d/root"
+state = "$d/state"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+[grpc]
+  address = "$SOCK"
+[ttrpc]
+  address = "$SOCK.ttrpc"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$d/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  disable_tcp_service = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  sandbox_image = "registry.k8s.io/pause:3.9"
+  # This host withholds CAP_SYS_RESOURCE even from root: runc cannot lower
+  # a sandbox's oom_score_adj to -998 ("failed to update
+  # /proc/self/oom_score_adj: Permission denied"); containerd's own option
+  # keeps it at containerd's.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/opt/podlab/cni/bin"
+    conf_dir = "$d/cni"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$d/certs.d"
+EOF
+  containerd --config "$d/config.toml" </dev/null >"$OUT/containerd-daemon.log" 2>&1 &
+  SERVER_PID=$!
+}
+
+# containerd_remove_all: what critest left in containerd (a failed spec may
+# leave its pod), before containerd stops, so no mount or netns outlives it.
+remove_all() {
+  local ep=unix://$SOCK id
+  for id in $(/opt/podlab/bin/crictl -r "$ep" pods -q 2>/dev/null); do
+    /opt/podlab/bin/crictl -r "$ep" stopp "$id" >/dev/null 2>&1 || :
+    /opt/podlab/bin/crictl -r "$ep" rmp -f "$id" >/dev/null 2>&1 || :
+  done
+}
+
+stop_runtime() {
+  local rt=$1
+  remove_all
+  stop_pid "$SERVER_PID"; SERVER_PID=""
+  if [ "$rt" = containerd ]; then
+    # anything left mounted under its root (remove_all stopped the pods, so their shims have exited)
+    local d=$RUN/containerd
+    awk -v d="$d/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r | while read -r m; do umount -l "$m" || :; done
+    ip link del plctd0 2>/dev/null || :
+  else
+    local d=$RUN/podlab
+    awk -v d="$d/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r | while read -r m; do umount -l "$m" || :; done
+  fi
+  tidy_host
+}
+
+# run_critest RUNTIME: the validation suite (or with BENCHMARK=1 the
+# benchmarks) against RUNTIME, console to results/RUNTIME[-benchmark].log.
+run_critest() {
+  local rt=$1 mode=${2:-validate} log
+  case $rt in podlab) start_podlab;; containerd) start_containerd;; esac
+  for _ in $(seq 300); do [ -S "$SOCK" ] && break; sleep 0.1; done
+  [ -S "$SOCK" ] || { echo "critest: $rt did not start" >&2; stop_runtime "$rt"; return 1; }
+  local args=(-runtime-endpoint "unix://$SOCK" -image-endpoint "unix://$SOCK")
+  local t0=$SECONDS rc=0
+  if [ "$mode" = benchmark ]; then
+    log=$OUT/$rt-benchmark.log
+    rm -rf "$OUT/$rt-benchmark"; mkdir -p "$OUT/$rt-benchmark"
+    say "critest -benchmark against $rt (params: test/critest-benchmark.yaml)"
+    "$CRITEST" "${args[@]}" -benchmark -benchmarking-params-file test/critest-benchmark.yaml \
+      -benchmarking-output-dir "$OUT/$rt-benchmark" -ginkgo.no-color >"$log" 2>&1 || rc=$?
+  else
+    log=$OUT/$rt.log
+    rm -rf "$OUT/$rt-junit"; mkdir -p "$OUT/$rt-junit"
+    say "critest against $rt"
+    "$CRITEST" "${args[@]}" -ginkgo.skip="$SKIP" -ginkgo.no-color -ginkgo.junit-report "$OUT/$rt-junit/junit.xml" >"$log" 2>&1 || rc=$?
+  fi
+  echo "$((SECONDS - t0))" > "$OUT/$rt-$mode.seconds"
+  # the ginkgo summary
+  grep -E '^(Ran [0-9]+ of|FAIL!|SUCCESS!|PASS|FAIL)|Passed \| [0-9]+ Failed' "$log" | sed "s/^/critest [$rt]: /" >&2 || :
+  say "$rt: critest exited $rc after $((SECONDS - t0)) s (log $log)"
+  stop_runtime "$rt"
+}
+
+RUNTIMES=(podlab containerd)
+[ -z "$ONLY" ] || RUNTIMES=("$ONLY")
+for rt in "${RUNTIMES[@]}"; do
+  [ "$VALIDATE" = 1 ] || break
+  run_critest "$rt"
+  if [ "$rt" = podlab ]; then
+    say "leak check after podlab"
+    go run ./test/leakcheck
+  fi
+done
+if [ "$BENCH" = 1 ]; then
+  for rt in "${RUNTIMES[@]}"; do run_critest "$rt" benchmark; done
+fi
+
+# ---------------------------------------------------------------- reports
+if [ "$DOC" = 1 ] && [ -z "$ONLY" ]; then
+  go run ./test/critestreport conformance -podlab "$OUT/podlab-junit" -containerd "$OUT/containerd-junit" \
+    -causes test/critest-causes.txt -seconds-podlab "$(cat "$OUT/podlab-validate.seconds")" \
+    -seconds-containerd "$(cat "$OUT/containerd-validate.seconds")" -containerd-version "$(containerd --version | awk '{print $3}')" \
+    -podlab-version "$(git describe --always --dirty)" > docs/conformance.md.tmp
+  mv docs/conformance.md.tmp docs/conformance.md
+  say "wrote docs/conformance.md"
+  if [ "$BENCH" = 1 ]; then
+    go run ./test/critestreport benchmark -podlab "$OUT/podlab-benchmark" -containerd "$OUT/containerd-benchmark" \
+      -doc docs/benchmarks.md -params test/critest-benchmark.yaml -containerd-version "$(containerd --version | awk '{print $3}')"
+    say "wrote the \"Through the CRI\" section of docs/benchmarks.md"
+  fi
+fi
+
+# ---------------------------------------------------------------- target
+if [ "$VALIDATE" = 1 ] && [ -d "$OUT/podlab-junit" ] && [ -f "$TARGET" ]; then
+  want=$(grep -v '^#' "$TARGET" | head -1)
+  passed=$(go run ./test/critestreport count -junit "$OUT/podlab-junit")
+  if [ "$passed" -lt "$want" ]; then
+    echo "critest: podlab passed $passed specs, fewer than the target $want ($TARGET)" >&2
+    exit 1
+  fi
+  say "podlab passed $passed specs (target $want)"
+fi
