@@ -65,6 +65,9 @@ type Pod struct {
 	CNINetworks []string `json:"cniNetworks,omitempty"`
 	PausePID    int      `json:"pausePid,omitempty"`
 	PauseStart  uint64   `json:"pauseStartTime,omitempty"` // /proc/<pid>/stat starttime: guards against PID reuse
+	// PauseOOMScoreAdj is the pause's oom_score_adj as set: -998 asked,
+	// clamped where the kernel allows no lower (no CAP_SYS_RESOURCE).
+	PauseOOMScoreAdj *int `json:"pauseOomScoreAdj,omitempty"`
 	ShimPID     int      `json:"shimPid,omitempty"`
 	ShimStart   uint64   `json:"shimStartTime,omitempty"`
 	CgroupPath  string   `json:"cgroupPath,omitempty"`

@@ -134,6 +134,9 @@ func WriteLayer(w io.Writer, r *Report, l *Layer) {
 	if l.Seccomp != "" {
 		fmt.Fprintf(w, "\n  SECCOMP  %s\n", l.Seccomp)
 	}
+	if l.OOMScoreAdj != nil {
+		fmt.Fprintf(w, "  OOM_SCORE_ADJ  %d\n", *l.OOMScoreAdj)
+	}
 }
 
 func rw(ro bool) string {
