@@ -80,7 +80,7 @@ checkpoints, events and metrics.`,
 				// others from being served: it stays for gc or a client.
 				log.Warn("recovery left work undone", "error", err)
 			}
-			return cri.NewServer(rt, rt, log).Serve(ctx, l)
+			return cri.NewServer(rt, rt, log).RecordCallsTo(rt.NewCallLog()).Serve(ctx, l)
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", cri.DefaultEndpoint, "unix socket to serve on: unix:///path or a plain path")
