@@ -12,7 +12,8 @@
 #
 # Root. Private state dir, socket and kubelet root under $KDEMO_DIR
 # (default /run/podlab-kdemo); images from podlab's store, never pulled.
-# Env: KDEMO_KEEP_TRACE=FILE also writes the Chrome trace there.
+# Env: KDEMO_KEEP_TRACE=FILE also writes the Chrome trace there;
+# KDEMO_LOGS=DIR keeps the kubelet's and podlab serve's logs there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin:/opt/podlab/bin
@@ -64,6 +65,9 @@ cleanup() {
   if [ $rc != 0 ]; then
     echo "--- podlab serve log (tail)"; tail -20 "$dir/serve.log"
     echo "--- kubelet log (errors)"; grep -E '^E' "$dir/kubelet.log" | tail -20
+  fi
+  if [ -n "${KDEMO_LOGS:-}" ]; then
+    mkdir -p "$KDEMO_LOGS" && cp "$dir/serve.log" "$dir/kubelet.log" "$KDEMO_LOGS/"
   fi
   rm -rf "$dir"
   exit $rc
