@@ -75,7 +75,7 @@ cleanup() {
 trap cleanup EXIT
 
 kubelet_save_host "$dir/host-state"
-podlab serve --listen "unix://$sock" --log-level debug > "$dir/serve.log" 2>&1 &
+bin/podlab --config "$dir/podlab.yaml" serve --listen "unix://$sock" --log-level debug > "$dir/serve.log" 2>&1 &
 serve_pid=$!
 for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.1; done
 kubelet_write_config "$dir/kubelet" "$sock" 20248
@@ -110,7 +110,8 @@ spec:
     volumeMounts: [{name: shared, mountPath: /shared}]
 YAML
 say "manifest written: $dir/kubelet/manifests/kdemo.yaml"
-cp "$dir/kdemo.yaml" "$dir/kubelet/manifests/kdemo.yaml"
+# renamed in, so that the kubelet's inotify watch never reads a half-written file
+mv "$dir/kdemo.yaml" "$dir/kubelet/manifests/kdemo.yaml"
 running=
 for _ in $(seq 1 600); do
   running=$(crictl ps -q --name '^app$' --state Running 2>/dev/null || true)

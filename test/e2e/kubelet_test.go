@@ -283,8 +283,12 @@ func TestKubeletStaticPod(t *testing.T) {
 	t.Cleanup(func() { host.restore(t, kdir) })
 	startKubelet(t, bin, kdir, s.sock)
 
+	// Renamed in: the kubelet's inotify watch must not read a half-written file.
 	manifest := filepath.Join(kdir, "manifests", "kdemo.yaml")
-	if err := os.WriteFile(manifest, []byte(kubeletPod), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(kdir, "kdemo.yaml"), []byte(kubeletPod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(kdir, "kdemo.yaml"), manifest); err != nil {
 		t.Fatal(err)
 	}
 	var app string
@@ -358,6 +362,26 @@ func TestKubeletStaticPod(t *testing.T) {
 		if oom[l] == nil || *oom[l] != 1000 {
 			t.Errorf("%s layer oom_score_adj %v, want 1000 (the kubelet's BestEffort value)", l, fmtIntPtr(oom[l]))
 		}
+	}
+
+	// The pause asks -998 (as containerd's sandboxes do); without
+	// CAP_SYS_RESOURCE it gets what the kernel allows, and the record says
+	// what it got.
+	var st struct {
+		Info struct {
+			PauseOOMScoreAdj *int `json:"pauseOomScoreAdj"`
+		} `json:"info"`
+	}
+	if err := json.Unmarshal([]byte(s.crictlOK(t, "inspectp", "-o", "json", pod)), &st); err != nil {
+		t.Fatal(err)
+	}
+	rec := st.Info
+	live, err := os.ReadFile(fmt.Sprintf("/proc/%d/oom_score_adj", s.pausePID(t, pod)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.PauseOOMScoreAdj == nil || fmt.Sprint(*rec.PauseOOMScoreAdj) != strings.TrimSpace(string(live)) || *rec.PauseOOMScoreAdj < -998 {
+		t.Errorf("pause oom_score_adj: recorded %s, live %s; want the same, -998 or the lowest allowed", fmtIntPtr(rec.PauseOOMScoreAdj), live)
 	}
 
 	tr := s.podlabOK(t, "trace", pod)
