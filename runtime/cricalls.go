@@ -12,9 +12,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/podlab/podlab/internal/trace"
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podlab/podlab/internal/trace"
 )
 
 // criCallsFile, in a pod's state dir, holds the CRI calls a client made on

@@ -65,13 +65,10 @@ type Pod struct {
 	CNINetworks []string `json:"cniNetworks,omitempty"`
 	PausePID    int      `json:"pausePid,omitempty"`
 	PauseStart  uint64   `json:"pauseStartTime,omitempty"` // /proc/<pid>/stat starttime: guards against PID reuse
-	// PauseOOMScoreAdj is the pause's oom_score_adj as set: -998 asked,
-	// clamped where the kernel allows no lower (no CAP_SYS_RESOURCE).
-	PauseOOMScoreAdj *int   `json:"pauseOomScoreAdj,omitempty"`
-	ShimPID          int    `json:"shimPid,omitempty"`
-	ShimStart        uint64 `json:"shimStartTime,omitempty"`
-	CgroupPath       string `json:"cgroupPath,omitempty"`
-	Hostname         string `json:"hostname,omitempty"`
+	ShimPID     int      `json:"shimPid,omitempty"`
+	ShimStart   uint64   `json:"shimStartTime,omitempty"`
+	CgroupPath  string   `json:"cgroupPath,omitempty"`
+	Hostname    string   `json:"hostname,omitempty"`
 	// Attempt, Labels, Annotations and LogDirectory come from the CRI
 	// PodSandboxConfig (for pods of podlab run, from the manifest).
 	Attempt      uint32            `json:"attempt,omitempty"`
@@ -91,6 +88,9 @@ type Pod struct {
 	ManifestPath string `json:"manifestPath,omitempty"`
 	// TerminationGracePeriod is spec.terminationGracePeriodSeconds.
 	TerminationGracePeriod *int64 `json:"terminationGracePeriodSeconds,omitempty"`
+	// PauseOOMScoreAdj is the pause's oom_score_adj as set: -998 asked,
+	// clamped where the kernel allows no lower (no CAP_SYS_RESOURCE).
+	PauseOOMScoreAdj *int `json:"pauseOomScoreAdj,omitempty"`
 
 	Containers []Container  `json:"containers,omitempty"`
 	Events     []Event      `json:"events,omitempty"`
