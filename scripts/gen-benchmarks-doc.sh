@@ -239,6 +239,12 @@ EOF
 - The `runc`, `ctr`, `podman` and scripted rows use the system runc; podlab
   uses runc's libcontainer as a library (version above).
 EOF
+  # the kubelet section is scripts/bench-kubelet.sh's (a run of its own):
+  # kept as it was generated
+  if [ -f "$DOC" ]; then
+    kubelet_section=$(awk '/^<!-- kubelet: begin/ { on = 1 } on { print } /^<!-- kubelet: end -->/ { on = 0 }' "$DOC")
+    [ -z "$kubelet_section" ] || printf '\n%s\n' "$kubelet_section"
+  fi
 } > "$DOC.tmp"
 mv "$DOC.tmp" "$DOC"
 say "wrote $DOC (took ${TOTAL_S} s)"
