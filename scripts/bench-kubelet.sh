@@ -171,38 +171,70 @@ EOF
 # minutes long; containerd logs UTC).
 ts_us() { awk -v t="$1" 'BEGIN { split(substr(t, 12), a, ":"); sub(/Z.*/, "", a[3]); printf "%.0f\n", ((a[1] * 60 + a[2]) * 60 + a[3]) * 1e6 }'; }
 
-# runtime_part RT POD_ID CTR_ID: µs inside RunPodSandbox + CreateContainer +
-# StartContainer of the kubelet.
-runtime_part() {
-  local rt=$1 pod=$2 ctr=$3
+# call_us RT POD_ID CTR_ID CALL: µs inside one of the kubelet's CRI calls on
+# the pod (run, create, start, stop-ctr, stop-pod), "" when not (yet)
+# recorded: podlab's trace of the calls, containerd's log lines at each
+# call's start and return.
+call_us() {
+  local rt=$1 pod=$2 ctr=$3 call=$4 s e
   if [ $rt = podlab ]; then
-    bin/podlab --config "$PL/podlab.yaml" trace "$pod" |
-      awk '/^CRI (RunPodSandbox|CreateContainer app|StartContainer app) / {
+    local span
+    case $call in
+      run) span="RunPodSandbox";; create) span="CreateContainer app";; start) span="StartContainer app";;
+      stop-ctr) span="StopContainer app";; stop-pod) span="StopPodSandbox";;
+    esac
+    bin/podlab --config "$PL/podlab.yaml" trace "$pod" 2>/dev/null |
+      awk -v span="CRI $span" 'index($0, span " ") == 1 {
              n = 0
-             for (i = 1; i <= NF; i++) if ($i ~ /^[0-9.]+ms$/ && ++n == 2) { v = $i; sub(/ms$/, "", v); s += v }
-           }
-           END { printf "%d\n", s * 1000 + 0.5 }'
-  else
-    local l=$RES/containerd.log t a b sum=0
-    # "RunPodSandbox for &PodSandboxMetadata{...Uid:...}" and "... returns sandbox id \"ID\""
-    a=$(grep -F "RunPodSandbox for" "$l" | grep -F "returns sandbox id \\\"$pod\\\"" | head -1)
-    local meta=${a#*RunPodSandbox for }; meta=${meta%% returns*}
-    b=$(grep -F "RunPodSandbox for $meta\"" "$l" | head -1)
-    for pair in "$b|$a" \
-                "$(grep -F "CreateContainer within sandbox \\\"$pod\\\"" "$l" | grep -v returns | head -1)|$(grep -F "returns container id \\\"$ctr\\\"" "$l" | head -1)" \
-                "$(grep -F "StartContainer for \\\"$ctr\\\"" "$l" | grep -v returns | head -1)|$(grep -F "StartContainer for \\\"$ctr\\\" returns successfully" "$l" | head -1)"; do
-      local s=${pair%%|*} e=${pair#*|}
-      s=$(sed -n 's/^time="\([^"]*\)".*/\1/p' <<< "$s"); e=$(sed -n 's/^time="\([^"]*\)".*/\1/p' <<< "$e")
-      [ -n "$s" ] && [ -n "$e" ] || { echo ""; return; }
-      sum=$((sum + $(ts_us "$e") - $(ts_us "$s")))
-    done
-    echo $sum
+             for (i = 1; i <= NF; i++) if ($i ~ /^[0-9.]+ms$/ && ++n == 2) { v = $i; sub(/ms$/, "", v); printf "%.0f\n", v * 1000; exit }
+           }'
+    return
   fi
+  local l=$RES/containerd.log meta
+  case $call in
+    run)
+      e=$(grep -F "returns sandbox id \\\"$pod\\\"" "$l" | head -1)
+      meta=${e#*RunPodSandbox for }; meta=${meta%% returns*}
+      s=$(grep -F "RunPodSandbox for $meta\"" "$l" | head -1);;
+    create)
+      s=$(grep -F "CreateContainer within sandbox \\\"$pod\\\"" "$l" | grep -v returns | head -1)
+      e=$(grep -F "returns container id \\\"$ctr\\\"" "$l" | head -1);;
+    start)
+      s=$(grep -F "StartContainer for \\\"$ctr\\\"" "$l" | grep -v returns | head -1)
+      e=$(grep -F "StartContainer for \\\"$ctr\\\" returns successfully" "$l" | head -1);;
+    stop-ctr)
+      s=$(grep -F "StopContainer for \\\"$ctr\\\" with timeout" "$l" | head -1)
+      e=$(grep -F "StopContainer for \\\"$ctr\\\" returns successfully" "$l" | head -1);;
+    stop-pod)
+      s=$(grep -F "StopPodSandbox for \\\"$pod\\\"" "$l" | grep -v returns | head -1)
+      e=$(grep -F "StopPodSandbox for \\\"$pod\\\" returns successfully" "$l" | head -1);;
+  esac
+  s=$(sed -n 's/^time="\([^"]*\)".*/\1/p' <<< "$s"); e=$(sed -n 's/^time="\([^"]*\)".*/\1/p' <<< "$e")
+  [ -n "$s" ] && [ -n "$e" ] && echo $(($(ts_us "$e") - $(ts_us "$s")))
+  return 0
+}
+
+# calls_us RT POD CTR CALL...: the sum of call_us over CALLs, waiting up to
+# 5 s for each to be recorded (a call is written down once it returns,
+# which may be just after the state it made shows); "" if one never is.
+calls_us() {
+  local rt=$1 pod=$2 ctr=$3 sum=0 v; shift 3
+  for c in "$@"; do
+    v=""
+    for _ in $(seq 1 50); do
+      v=$(call_us "$rt" "$pod" "$ctr" "$c")
+      [ -n "$v" ] && break
+      sleep 0.1
+    done
+    [ -n "$v" ] || { echo ""; return; }
+    sum=$((sum + v))
+  done
+  echo $sum
 }
 
 # round RT I: one static pod up and down under RT's kubelet.
 round() {
-  local rt=$1 i=$2 sock kd name t0 t1 t2 t3 ctr pod rtp
+  local rt=$1 i=$2 sock kd name t0 t1 t2 t3 ctr pod rtp rtd
   sock=$PL_SOCK; [ $rt = containerd ] && sock=$C_SOCK
   kd=$WORK/kubelet-$rt name=kb-$rt-$i
   kubelet_start "$KUBELET" "$kd" "$RES/kubelet-$rt.log.$i"
@@ -226,11 +258,13 @@ round() {
     sleep 0.01
   done
   now t3
-  rtp=$(runtime_part "$rt" "$pod" "$ctr")
+  rtp=$(calls_us "$rt" "$pod" "$ctr" run create start)
+  rtd=$(calls_us "$rt" "$pod" "$ctr" stop-ctr stop-pod)
   kubelet_stop
   printf '%s\tup.%s\t%s\n%s\tdown.%s\t%s\n' "$i" "$rt" $((t1 - t0)) "$i" "$rt" $((t3 - t2)) >> "$RES/samples.tsv"
   [ -n "$rtp" ] && printf '%s\truntime.%s\t%s\n' "$i" "$rt" "$rtp" >> "$RES/samples.tsv"
-  say "$rt round $i: up $(fmt_ms $((t1 - t0))) ms, NotReady $(fmt_ms $((t3 - t2))) ms, runtime $(fmt_ms "$rtp") ms"
+  [ -n "$rtd" ] && printf '%s\truntime-down.%s\t%s\n' "$i" "$rt" "$rtd" >> "$RES/samples.tsv"
+  say "$rt round $i: up $(fmt_ms $((t1 - t0))) ms (runtime $(fmt_ms "$rtp")), NotReady $(fmt_ms $((t3 - t2))) ms (runtime $(fmt_ms "$rtd"))"
 }
 
 : > "$RES/samples.tsv"
@@ -261,6 +295,7 @@ target() { # WHAT RATIO LIMIT OK
   row "manifest → container Running (crictl poll)" up
   row "runtime's part: RunPodSandbox + CreateContainer + StartContainer" runtime
   row "manifest removed → sandbox NotReady (crictl poll)" down
+  row "runtime's part: StopContainer (the kubelet's 2 s minimum grace) + StopPodSandbox" runtime-down
   echo
   echo "| target (issue 21) | ratio | limit | |"
   echo "|---|---:|---:|---|"
@@ -269,6 +304,7 @@ target() { # WHAT RATIO LIMIT OK
   target "manifest removed → NotReady ≤ 1× containerd's" "$(ratio "${P50[down.podlab]:-}" "${P50[down.containerd]:-}")" "1×" "$(ratio_le "${P50[down.podlab]:-}" "${P50[down.containerd]:-}" 1.0)"
   echo
   echo "- The runtime's part is the time inside the three CRI calls that start the pod: for podlab from its trace of the kubelet's calls (\`podlab trace\`), for containerd from its CRI plugin's log lines at each call's start and return. The rest of \"manifest → Running\" is the kubelet's (its pod workers, PLEG relist, status manager) and crictl's polling."
+  echo "- \"Manifest removed → NotReady\" is mostly the kubelet's: its pod worker waits for the next PLEG relist (once a second) before it stops the pod, then StopContainer waits the kubelet's minimum grace period (2 s, for \`terminationGracePeriodSeconds: 0\` too) for \`sh\`, which ignores SIGTERM as PID 1; the runtime's part is the last row."
   echo "- The sandbox's removal after NotReady waits for the kubelet's once-a-minute GC and is not measured."
   echo "- containerd's sandbox image is static \`catatonit -P\` (no registry here); podlab runs its own pause binary."
   echo "<!-- kubelet: end -->"
