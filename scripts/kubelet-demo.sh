@@ -29,18 +29,7 @@ dir=${KDEMO_DIR:-/run/podlab-kdemo}
 sock=$dir/podlab.sock
 rm -rf "$dir"
 mkdir -p "$dir"
-cat > "$dir/podlab.yaml" <<YAML
-stateDir: $dir/state
-devicePlugins: []
-injection:
-  rules:
-  - name: ca-bundle
-    ca: true
-    point: runtime
-  - name: gpu-platform
-    point: runtime
-    env: [{name: NVIDIA_VISIBLE_DEVICES, value: "0"}]
-YAML
+{ echo "stateDir: $dir/state"; cat scripts/kubelet/podlab-rules.yaml; } > "$dir/podlab.yaml"
 podlab() { bin/podlab --config "$dir/podlab.yaml" "$@"; }
 crictl() { command crictl --runtime-endpoint "unix://$sock" --image-endpoint "unix://$sock" --timeout 30s "$@"; }
 
@@ -82,33 +71,7 @@ kubelet_write_config "$dir/kubelet" "$sock" 20248
 say "kubelet $("$kubelet" --version | awk '{ print $2 }') standalone on podlab serve ($sock)"
 kubelet_start "$kubelet" "$dir/kubelet" "$dir/kubelet.log"
 
-cat > "$dir/kdemo.yaml" <<'YAML'
-apiVersion: v1
-kind: Pod
-metadata:
-  name: kdemo
-  namespace: default
-spec:
-  terminationGracePeriodSeconds: 0
-  volumes: [{name: shared, emptyDir: {}}]
-  initContainers:
-  - name: init
-    image: busybox:latest
-    imagePullPolicy: Never
-    command: [sh, -c, 'echo "written by init" > /shared/greeting']
-    volumeMounts: [{name: shared, mountPath: /shared}]
-  containers:
-  - name: app
-    image: busybox:latest
-    imagePullPolicy: Never
-    command: [sh, -c, 'cat /shared/greeting; echo "pod $POD_NAME gpu $NVIDIA_VISIBLE_DEVICES"; sleep 3600']
-    env:
-    - name: POD_NAME
-      valueFrom: {fieldRef: {fieldPath: metadata.name}}
-    - name: NVIDIA_VISIBLE_DEVICES
-      value: all
-    volumeMounts: [{name: shared, mountPath: /shared}]
-YAML
+cp scripts/kubelet/kdemo.yaml "$dir/kdemo.yaml"
 say "manifest written: $dir/kubelet/manifests/kdemo.yaml"
 # renamed in, so that the kubelet's inotify watch never reads a half-written file
 mv "$dir/kdemo.yaml" "$dir/kubelet/manifests/kdemo.yaml"

@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,54 +12,35 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/sys/mountinfo"
-
 	"github.com/podlab/podlab/internal/testutil"
 )
 
 // The real kubelet (scripts/build-kubelet.sh, cached outside the clone)
 // standalone on `podlab serve`: the config scripts/kubelet/lib.sh writes,
-// for the reasons given there.
+// for the reasons given there, and its pod and podlab rules, shared with
+// scripts/kubelet-demo.sh.
 
-// kubeletInjection: the runtime-point CA rule, and a device-plugin-style
-// platform env the pod's own env collides with.
-const kubeletInjection = `devicePlugins: []
-injection:
-  rules:
-  - name: ca-bundle
-    ca: true
-    point: runtime
-  - name: gpu-platform
-    point: runtime
-    env: [{name: NVIDIA_VISIBLE_DEVICES, value: "0"}]
-`
+// kubeletFile is a file of scripts/kubelet, shared with kubelet-demo.sh.
+func kubeletFile(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), "scripts", "kubelet", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
 
-const kubeletPod = `apiVersion: v1
-kind: Pod
-metadata:
-  name: kdemo
-  namespace: default
-spec:
-  terminationGracePeriodSeconds: 0
-  volumes: [{name: shared, emptyDir: {}}]
-  initContainers:
-  - name: init
-    image: busybox:latest
-    imagePullPolicy: Never
-    command: [sh, -c, 'echo "written by init" > /shared/greeting']
-    volumeMounts: [{name: shared, mountPath: /shared}]
-  containers:
-  - name: app
-    image: busybox:latest
-    imagePullPolicy: Never
-    command: [sh, -c, 'cat /shared/greeting; echo "pod $POD_NAME gpu $NVIDIA_VISIBLE_DEVICES"; sleep 3600']
-    env:
-    - name: POD_NAME
-      valueFrom: {fieldRef: {fieldPath: metadata.name}}
-    - name: NVIDIA_VISIBLE_DEVICES
-      value: all
-    volumeMounts: [{name: shared, mountPath: /shared}]
-`
+// kubeletLib runs a function of scripts/kubelet/lib.sh (the kubelet's
+// config, and saving and restoring what it changes on the host).
+func kubeletLib(t *testing.T, fn string, args ...string) error {
+	t.Helper()
+	lib := filepath.Join(testutil.RepoRoot(t), "scripts", "kubelet", "lib.sh")
+	cmd := exec.Command("bash", append([]string{"-c", `. "$0" && "$@"`, lib, fn}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: %v\n%s", fn, err, out)
+	}
+	return nil
+}
 
 // kubeletBinary is the cached kubelet, built by the script when absent (a
 // few minutes). It fails the test under CI=true when it cannot be built.
@@ -84,132 +63,15 @@ func kubeletBinary(t *testing.T) string {
 	return ""
 }
 
-// kubeletHost is what a kubelet run changes on this host, as found before.
-type kubeletHost struct {
-	sysctls map[string]string
-	created []string // the top dirs the kubelet will create
-	cgroups []string // kubepods cgroups that did not exist
-}
-
-var (
-	kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"}
-	kubeletDirs    = []string{"/var/log/pods", "/var/log/containers", "/usr/libexec/kubernetes", "/var/lib/kubelet/device-plugins"}
-)
-
-func saveKubeletHost(t *testing.T) *kubeletHost {
-	t.Helper()
-	h := &kubeletHost{sysctls: map[string]string{}}
-	for _, s := range kubeletSysctls {
-		b, err := os.ReadFile("/proc/sys/" + s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.sysctls[s] = strings.TrimSpace(string(b))
-	}
-	for _, d := range kubeletDirs {
-		top := ""
-		for ; !exists(d); d = filepath.Dir(d) {
-			top = d
-		}
-		if top != "" {
-			h.created = append(h.created, top)
-		}
-	}
-	hier, _ := filepath.Glob("/sys/fs/cgroup/*/")
-	for _, dir := range hier {
-		if kp := filepath.Join(dir, "kubepods"); !exists(kp) {
-			h.cgroups = append(h.cgroups, kp)
-		}
-	}
-	return h
-}
-
-func exists(p string) bool {
-	_, err := os.Lstat(p)
-	return !errors.Is(err, fs.ErrNotExist)
-}
-
-// restore undoes the kubelet's side effects (it must have stopped) and
-// fails the test for any it cannot.
-func (h *kubeletHost) restore(t *testing.T, rootDir string) {
-	for s, v := range h.sysctls {
-		if err := os.WriteFile("/proc/sys/"+s, []byte(v), 0); err != nil {
-			t.Errorf("restoring %s=%s: %v", s, v, err)
-		}
-	}
-	for _, d := range h.created {
-		if err := os.RemoveAll(d); err != nil {
-			t.Errorf("removing the kubelet's %s: %v", d, err)
-		}
-	}
-	for _, cg := range h.cgroups {
-		var dirs []string
-		filepath.WalkDir(cg, func(p string, d fs.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-		for i := len(dirs) - 1; i >= 0; i-- {
-			if err := os.Remove(dirs[i]); err != nil {
-				t.Errorf("removing the kubelet's cgroup %s: %v", dirs[i], err)
-			}
-		}
-	}
-	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(rootDir))
-	if err != nil {
-		t.Error(err)
-	}
-	for i := len(mounts) - 1; i >= 0; i-- {
-		if err := syscall.Unmount(mounts[i].Mountpoint, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmounting the kubelet's %s: %v", mounts[i].Mountpoint, err)
-		}
-	}
-}
-
-// kubeletConfig is the KubeletConfiguration this VM needs (see
-// scripts/kubelet/lib.sh for why each item is there).
-func kubeletConfig(dir, sock string, healthz int) string {
-	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-staticPodPath: %[1]s/manifests
-fileCheckFrequency: 1s
-cgroupDriver: cgroupfs
-failSwapOn: false
-containerRuntimeEndpoint: unix://%[2]s
-imageServiceEndpoint: unix://%[2]s
-authentication:
-  anonymous: {enabled: true}
-  webhook: {enabled: false}
-authorization: {mode: AlwaysAllow}
-enableServer: false
-address: 127.0.0.1
-healthzBindAddress: 127.0.0.1
-healthzPort: %[3]d
-readOnlyPort: 0
-makeIPTablesUtilChains: false
-podLogsDir: %[1]s/root/pod-logs
-volumePluginDir: %[1]s/root/volume-plugins
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-evictionHard: {}
-`, dir, sock, healthz)
-}
-
 // startKubelet runs the kubelet until the test ends and waits for its
 // healthz. Stopping it leaves its pods, as a kubelet restart does.
 func startKubelet(t *testing.T, bin, dir, sock string) {
 	t.Helper()
 	const healthz = 20348
-	for _, d := range []string{"manifests", "root"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg := filepath.Join(dir, "kubelet.yaml")
-	if err := os.WriteFile(cfg, []byte(kubeletConfig(dir, sock, healthz)), 0o644); err != nil {
+	if err := kubeletLib(t, "kubelet_write_config", dir, sock, fmt.Sprint(healthz)); err != nil {
 		t.Fatal(err)
 	}
+	cfg := filepath.Join(dir, "kubelet.yaml")
 	logPath := filepath.Join(dir, "kubelet.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -277,15 +139,22 @@ func grepLines(s, prefix string) string {
 func TestKubeletStaticPod(t *testing.T) {
 	rootSetup(t)
 	bin := kubeletBinary(t)
-	s := newCRI(t, kubeletInjection)
+	s := newCRI(t, kubeletFile(t, "podlab-rules.yaml"))
 	kdir := filepath.Join(s.dir, "kubelet")
-	host := saveKubeletHost(t)
-	t.Cleanup(func() { host.restore(t, kdir) })
+	hostState := filepath.Join(s.dir, "host-state")
+	if err := kubeletLib(t, "kubelet_save_host", hostState); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := kubeletLib(t, "kubelet_restore_host", hostState, kdir); err != nil {
+			t.Errorf("restoring the host after the kubelet: %v", err)
+		}
+	})
 	startKubelet(t, bin, kdir, s.sock)
 
 	// Renamed in: the kubelet's inotify watch must not read a half-written file.
 	manifest := filepath.Join(kdir, "manifests", "kdemo.yaml")
-	if err := os.WriteFile(filepath.Join(kdir, "kdemo.yaml"), []byte(kubeletPod), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(kdir, "kdemo.yaml"), []byte(kubeletFile(t, "kdemo.yaml")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(filepath.Join(kdir, "kdemo.yaml"), manifest); err != nil {
