@@ -12,7 +12,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 GOTAGS   ?= seccomp
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build setup install demo test unit-test fuzz flake soak bench lint clean docs check-docs critest
+.PHONY: all build setup install demo kubelet-demo bench-kubelet test unit-test fuzz flake soak bench lint clean docs check-docs critest
 
 all: build
 
@@ -34,6 +34,11 @@ demo: setup build
 # Unit tests need no root; root tests run when root (and fail when CI=true
 # without it). -p 1: root tests of different packages share the host, and
 # each one's leak check must not see another's pods.
+# The real kubelet (built from the module proxy by scripts/build-kubelet.sh,
+# cached in /var/cache/podlab) drives podlab serve with a static pod.
+kubelet-demo: setup build
+	./scripts/kubelet-demo.sh
+
 test: setup build
 	$(GO) test -tags '$(GOTAGS)' -p 1 -count=1 ./...
 

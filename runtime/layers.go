@@ -7,6 +7,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -47,6 +48,9 @@ type sandboxInfo struct {
 	TargetPID  int
 	CgroupPath string
 	CgroupV2   bool // the host's cgroups are v2 (unified)
+	// OOMScoreAdjFloor is the lowest oom_score_adj the kernel lets this
+	// process give a container (see proc.OOMScoreAdjFloor).
+	OOMScoreAdjFloor int
 }
 
 // defaultCaps is the capability set CRI runtimes (containerd, CRI-O, moby)
@@ -160,6 +164,15 @@ func buildOCI(cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, ct
 	}
 	res := ociResources(cfg.Linux.Resources)
 	l.Resources.CPU, l.Resources.Memory = res.CPU, res.Memory
+	// As containerd always sets it; without CAP_SYS_RESOURCE a value below
+	// the floor (the kubelet's -997 for a Guaranteed pod) would fail runc's
+	// init, so it is clamped, as containerd's restrict_oom_score_adj does.
+	// config.json records the value set; the CRI layer the one asked for.
+	adj := max(int(cfg.Linux.Resources.GetOomScoreAdj()), sb.OOMScoreAdjFloor)
+	if adj != int(cfg.Linux.Resources.GetOomScoreAdj()) {
+		slog.Warn("oom_score_adj clamped: no CAP_SYS_RESOURCE", "container", cfg.Metadata.Name, "asked", cfg.Linux.Resources.GetOomScoreAdj(), "set", adj)
+	}
+	p.OOMScoreAdj = &adj
 	for _, d := range cfg.Devices {
 		if err := addDevice(s, d); err != nil {
 			return nil, fmt.Errorf("container %q: device %s: %w", cfg.Metadata.Name, d.HostPath, err)

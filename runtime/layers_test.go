@@ -187,6 +187,31 @@ func TestOCIDefaultsPathAndSharedPID(t *testing.T) {
 	}
 }
 
+// TestOCIOOMScoreAdjClamped: an oom_score_adj below what the kernel lets
+// podlab set (the kubelet's -997 for a Guaranteed pod, without
+// CAP_SYS_RESOURCE) is raised to the floor in config.json; others pass.
+func TestOCIOOMScoreAdjClamped(t *testing.T) {
+	in := testInput(&corev1.Container{Name: "app", Image: "img:1", Command: []string{"true"}})
+	opts, err := kubelet.BuildOptions(in.Input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ asked, floor, want int }{
+		{-997, 0, 0}, {-997, -1000, -997}, {1000, 0, 1000}, {0, -5, 0},
+	} {
+		sb := sandboxInfo{PausePID: 7, OOMScoreAdjFloor: tc.floor}
+		cri := kubelet.BuildCRI(in.Input, opts, nsOptions(sb))
+		cri.Linux.Resources = &runtimeapi.LinuxContainerResources{OomScoreAdj: int64(tc.asked)}
+		spec, err := buildOCI(cri, in.Image, "/rootfs", "c", sb, in.Inject, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := spec.Process.OOMScoreAdj; got == nil || *got != tc.want {
+			t.Errorf("asked %d, floor %d: oomScoreAdj %v, want %d", tc.asked, tc.floor, got, tc.want)
+		}
+	}
+}
+
 func ptr[T any](v T) *T { return &v }
 
 // TestCopyLogsRejoinsPartialLines reads a CRI log whose long line the shim

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/oci"
+	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/rootfs"
@@ -77,8 +79,19 @@ func (r *Runtime) volumesDir(p *state.Pod) string {
 }
 
 func sandboxOf(p *state.Pod) sandboxInfo {
-	return sandboxInfo{PodID: p.ID, NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, PausePID: p.PausePID, HostNetwork: p.HostNetwork, HostIPC: p.HostIPC, HostPID: p.HostPID, SharePID: p.ShareProcNS, CgroupPath: p.CgroupPath, CgroupV2: cgroups.IsCgroup2UnifiedMode()}
+	return sandboxInfo{PodID: p.ID, NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, PausePID: p.PausePID, HostNetwork: p.HostNetwork, HostIPC: p.HostIPC, HostPID: p.HostPID, SharePID: p.ShareProcNS, CgroupPath: p.CgroupPath, CgroupV2: cgroups.IsCgroup2UnifiedMode(), OOMScoreAdjFloor: oomScoreAdjFloor()}
 }
+
+// oomScoreAdjFloor is this process's proc.OOMScoreAdjFloor, read once; 0
+// (what a process inherits from init) when it cannot be read.
+var oomScoreAdjFloor = sync.OnceValue(func() int {
+	floor, err := proc.OOMScoreAdjFloor()
+	if err != nil {
+		slog.Warn("oom_score_adj floor unknown, using 0", "err", err)
+		return 0
+	}
+	return floor
+})
 
 // Layers are a container's four layers; config.json is the OCI one.
 type Layers struct {

@@ -225,3 +225,24 @@ type pauseNamespaces struct {
 	NetNS, IPCNS, UTSNS string
 	HostPID             bool
 }
+
+// pauseOOMScoreAdj is the pause's oom_score_adj: the kubelet's
+// qos.PodInfraOOMAdj, which containerd gives its sandboxes, so that the OOM
+// killer takes the pod's containers before the process holding its
+// namespaces.
+const pauseOOMScoreAdj = -998
+
+// setPauseOOMScoreAdj gives the pause pauseOOMScoreAdj, or the lowest value
+// the kernel allows this process to set (without CAP_SYS_RESOURCE, no
+// lower than its own), and returns the value set.
+func setPauseOOMScoreAdj(pid int) (int, error) {
+	floor, err := proc.OOMScoreAdjFloor()
+	if err != nil {
+		return 0, err
+	}
+	adj := max(pauseOOMScoreAdj, floor)
+	if err := proc.SetOOMScoreAdj(pid, adj); err != nil {
+		return 0, fmt.Errorf("pause oom_score_adj %d: %w", adj, err)
+	}
+	return adj, nil
+}

@@ -310,13 +310,16 @@ func (m *Manager) Start(ctx context.Context, p *state.Pod, rec *trace.Recorder) 
 	}
 
 	// The pause's cgroup goes with the pod's, whose undo is registered above.
-	var pausePID int
+	var pausePID, pauseOOM int
 	var pauseStart uint64
 	undo.Add("stopping pause", func() error { return proc.Stop(pausePID, pauseStart, 0) })
 	end = rec.Start("pause")
 	pause := inBackground(func() error {
 		var err error
 		pausePID, pauseStart, err = m.startPause(p)
+		if err == nil {
+			pauseOOM, err = setPauseOOMScoreAdj(pausePID)
+		}
 		end(err)
 		if err != nil {
 			return fmt.Errorf("pause stage: %w", err)
@@ -327,6 +330,9 @@ func (m *Manager) Start(ctx context.Context, p *state.Pod, rec *trace.Recorder) 
 	waitPause := func() error {
 		err := pause.wait()
 		p.PausePID, p.PauseStart = pausePID, pauseStart
+		if err == nil {
+			p.PauseOOMScoreAdj = &pauseOOM
+		}
 		return err
 	}
 	if err := waitPause(); err != nil {

@@ -239,11 +239,14 @@ EOF
 - The `runc`, `ctr`, `podman` and scripted rows use the system runc; podlab
   uses runc's libcontainer as a library (version above).
 EOF
-  # the "Through the CRI" section is scripts/critest.sh --benchmark's (a
-  # run of its own): kept as it was generated
+  # the "Through the CRI" section is scripts/critest.sh --benchmark's and
+  # the kubelet section scripts/bench-kubelet.sh's (runs of their own):
+  # kept as they were generated
   if [ -f "$DOC" ]; then
-    critest_section=$(awk '/^<!-- critest-benchmark: begin/ { on = 1 } on { print } /^<!-- critest-benchmark: end -->/ { on = 0 }' "$DOC")
-    [ -z "$critest_section" ] || printf '\n%s\n' "$critest_section"
+    for marker in critest-benchmark kubelet; do
+      section=$(awk -v m="$marker" '$0 ~ "^<!-- " m ": begin" { on = 1 } on { print } $0 ~ "^<!-- " m ": end -->" { on = 0 }' "$DOC")
+      [ -z "$section" ] || printf '\n%s\n' "$section"
+    done
   fi
 } > "$DOC.tmp"
 mv "$DOC.tmp" "$DOC"

@@ -198,7 +198,7 @@ func newTraceCmd(g *globalFlags) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:     "trace POD",
-		Short:   "Show the timed stages of a pod's creation",
+		Short:   "Show the timed stages of a pod's creation, under the CRI calls that ran them",
 		Example: "  sudo podlab trace web\n  sudo podlab trace web -o chrome > web.json   # open in Perfetto",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -210,19 +210,16 @@ func newTraceCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			// The spans are in the sandbox's verbose status, as crictl
-			// inspectp shows the runtime's record.
-			st, err := rt.PodSandboxStatus(cmd.Context(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+			st, err := rt.PodSandboxStatus(cmd.Context(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
 			if err != nil {
 				return err
 			}
-			var info struct {
-				Spans []trace.Span `json:"spans"`
+			// The pod's stages, and the CRI calls a client made on it
+			// through podlab serve, with the stages under them.
+			spans, err := rt.PodTrace(id)
+			if err != nil {
+				return err
 			}
-			if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil {
-				return fmt.Errorf("pod sandbox %s: its verbose status: %w", id, err)
-			}
-			spans := info.Spans
 			if spans == nil {
 				spans = []trace.Span{}
 			}

@@ -83,7 +83,7 @@ metrics.`,
 				// others from being served: it stays for gc or a client.
 				log.Warn("recovery left work undone", "error", err)
 			}
-			srv := cri.NewServer(rt, rt, log)
+			srv := cri.NewServer(rt, rt, log).RecordCallsTo(rt.NewCallLog())
 			if streamingAddr == "" {
 				streamingAddr = cfg.StreamingAddress
 			}

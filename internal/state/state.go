@@ -94,6 +94,9 @@ type Pod struct {
 	ManifestPath string `json:"manifestPath,omitempty"`
 	// TerminationGracePeriod is spec.terminationGracePeriodSeconds.
 	TerminationGracePeriod *int64 `json:"terminationGracePeriodSeconds,omitempty"`
+	// PauseOOMScoreAdj is the pause's oom_score_adj as set: -998 asked,
+	// clamped where the kernel allows no lower (no CAP_SYS_RESOURCE).
+	PauseOOMScoreAdj *int `json:"pauseOomScoreAdj,omitempty"`
 
 	Containers []Container  `json:"containers,omitempty"`
 	Events     []Event      `json:"events,omitempty"`

@@ -79,6 +79,8 @@ type Server struct {
 	rt  RuntimeOps
 	img ImageOps
 	log *slog.Logger
+	// calls, if set, is told of every unary call (see RecordCallsTo).
+	calls CallRecorder
 
 	shutdownTimeout time.Duration
 	stream          *streamServer // nil: Exec, Attach, PortForward answer Unimplemented
@@ -107,8 +109,13 @@ func (s *Server) Register(g *grpc.Server) {
 // ServerOptions are the options Serve creates its grpc.Server with: the
 // interceptors that log each call and turn a panic into codes.Internal.
 func (s *Server) ServerOptions() []grpc.ServerOption {
+	unary := []grpc.UnaryServerInterceptor{UnaryInterceptor(s.log)}
+	if s.calls != nil {
+		// Inside the logging one, so that a panic is recovered there.
+		unary = append(unary, callInterceptor(s.calls))
+	}
 	return []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(UnaryInterceptor(s.log)),
+		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(StreamInterceptor(s.log)),
 		// Stop, after the graceful wait, then returns only once the
 		// handlers it cancelled have returned: an operation rolling back

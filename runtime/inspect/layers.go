@@ -122,6 +122,10 @@ type Layer struct {
 	// Seccomp (oci and process only) is the seccomp profile config.json
 	// holds (OCISeccomp), or the mode the live process runs in.
 	Seccomp string `json:"seccomp,omitempty"`
+	// OOMScoreAdj (cri, oci and process) is the oom_score_adj the client
+	// asked for, config.json set (clamped: see runtime.buildOCI) and the
+	// live process has.
+	OOMScoreAdj *int `json:"oomScoreAdj,omitempty"`
 	// Error says why the layer could not be read (e.g. the container is
 	// not running, for the process layer).
 	Error string `json:"error,omitempty"`
@@ -137,7 +141,8 @@ type Process struct {
 	Host      []*mountinfo.Info
 	// Seccomp is the Seccomp: field of /proc/PID/status (SeccompFilter
 	// when a filter confines it).
-	Seccomp string
+	Seccomp     string
+	OOMScoreAdj *int // nil: unreadable
 }
 
 // The seccomp modes /proc/PID/status shows.
@@ -324,6 +329,10 @@ func CRILayer(raw json.RawMessage) Layer {
 	for _, kv := range cfg.Envs {
 		l.Env = append(l.Env, Env{Name: kv.Key, Value: string(kv.Value)})
 	}
+	if lr := cfg.GetLinux().GetResources(); lr != nil {
+		adj := int(lr.OomScoreAdj)
+		l.OOMScoreAdj = &adj
+	}
 	for _, m := range cfg.Mounts {
 		l.Mounts = append(l.Mounts, Mount{Path: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.Readonly})
 	}
@@ -340,6 +349,7 @@ func OCILayer(s *specs.Spec) Layer {
 	}
 	if s.Process != nil {
 		l.Env = parseEnv(s.Process.Env)
+		l.OOMScoreAdj = s.Process.OOMScoreAdj
 	}
 	if s.Root != nil {
 		l.Mounts = append(l.Mounts, Mount{Path: "/", HostPath: s.Root.Path, Type: "rootfs", ReadOnly: s.Root.Readonly, Note: NoteRoot})
@@ -400,6 +410,7 @@ func ProcessLayer(p *Process, spec *specs.Spec) Layer {
 	l.Title = fmt.Sprintf("live process (/proc/%d/environ, /proc/%d/mountinfo)", p.PID, p.PID)
 	l.Env = parseEnv(p.Environ)
 	l.Seccomp = seccompMode(p.Seccomp)
+	l.OOMScoreAdj = p.OOMScoreAdj
 	var masked, readonly []string
 	if spec != nil && spec.Linux != nil {
 		masked, readonly = spec.Linux.MaskedPaths, spec.Linux.ReadonlyPaths

@@ -139,6 +139,9 @@ func WriteLayer(w io.Writer, r *Report, l *Layer) {
 	if l.Seccomp != "" {
 		fmt.Fprintf(w, "\n  SECCOMP  %s\n", l.Seccomp)
 	}
+	if l.OOMScoreAdj != nil && oomScoreAdjSet(r) {
+		fmt.Fprintf(w, "  OOM_SCORE_ADJ  %d\n", *l.OOMScoreAdj)
+	}
 }
 
 func rw(ro bool) string {
@@ -263,4 +266,16 @@ func WriteVerification(w io.Writer, v *Verification) {
 	for _, c := range fails {
 		fmt.Fprintf(w, "  - %s\n", p.short(c.String()))
 	}
+}
+
+// oomScoreAdjSet reports whether a layer of r has an oom_score_adj other
+// than 0 (what every process inherits): only then do the layers show it,
+// each its own (the client's ask, config.json's value, the process's).
+func oomScoreAdjSet(r *Report) bool {
+	for _, l := range r.Layers {
+		if l.OOMScoreAdj != nil && *l.OOMScoreAdj != 0 {
+			return true
+		}
+	}
+	return false
 }

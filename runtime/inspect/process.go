@@ -47,7 +47,13 @@ func ReadProcess(pid int) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the status of pid %d: %w", pid, err)
 	}
-	return &Process{PID: pid, Cmdline: splitNul(cmdline), Environ: splitNul(environ), Mountinfo: mounts, Host: host, Seccomp: statusField(status, "Seccomp")}, nil
+	pr := &Process{PID: pid, Cmdline: splitNul(cmdline), Environ: splitNul(environ), Mountinfo: mounts, Host: host, Seccomp: statusField(status, "Seccomp")}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid)); err == nil {
+		if adj, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			pr.OOMScoreAdj = &adj
+		}
+	}
+	return pr, nil
 }
 
 // statusField is the value of a /proc/PID/status line ("Seccomp:\t2").

@@ -1,0 +1,248 @@
+package runtime
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podlab/podlab/internal/trace"
+)
+
+// criCallsFile, in a pod's state dir, holds the CRI calls a client made on
+// the pod, one JSON object a line, as `podlab serve` received them.
+const criCallsFile = "cri-calls.jsonl"
+
+// maxCRICalls bounds a pod's file: the kubelet polls a running pod's status
+// for as long as it runs, and the first calls are the ones worth keeping.
+const maxCRICallsBytes = 256 << 10
+
+// criCall is one line of criCallsFile.
+type criCall struct {
+	Method string    `json:"method"`
+	Detail string    `json:"detail,omitempty"` // a container's name, an image
+	Start  time.Time `json:"start"`
+	Dur    int64     `json:"durationNs"`
+	Err    string    `json:"error,omitempty"`
+}
+
+// CallLog records, for `podlab serve`, the CRI calls made on each pod
+// (cri.CallRecorder): the call's pod comes from its request (a pod or
+// container id, PullImage's sandbox config) or response (RunPodSandbox).
+// An ImageStatus names no pod: it is held and recorded on the pod of the
+// next call that names an image (CreateContainer or PullImage), which is
+// how the kubelet makes them, one after the other, for each container; with
+// several pods starting at once such a call may land on another of them.
+type CallLog struct {
+	r       *Runtime
+	mu      sync.Mutex
+	pending []pendingCall
+}
+
+type pendingCall struct {
+	image string
+	call  criCall
+}
+
+// maxPending bounds the ImageStatus calls held for a pod; older ones drop.
+const maxPending = 16
+
+// NewCallLog returns the call log of r's pods.
+func (r *Runtime) NewCallLog() *CallLog { return &CallLog{r: r} }
+
+// Before finds the pod and container a call names (the token).
+func (l *CallLog) Before(method string, req any) any {
+	switch q := req.(type) {
+	case interface{ GetPodSandboxId() string }:
+		return callOn{pod: l.r.podID(q.GetPodSandboxId())}
+	case interface{ GetContainerId() string }:
+		if p, c, err := l.r.Sandbox.Store.ContainerByID(q.GetContainerId()); err == nil {
+			return callOn{pod: p.ID, container: c.Name}
+		}
+	case *runtimeapi.PullImageRequest:
+		if md := q.GetSandboxConfig().GetMetadata(); md != nil {
+			if p, err := l.r.Sandbox.Store.Find(md.Namespace, md.Name); err == nil {
+				return callOn{pod: p.ID}
+			}
+		}
+	}
+	return callOn{}
+}
+
+// callOn is what a call names: a pod, and a container of it.
+type callOn struct{ pod, container string }
+
+// After records the call on its pod (RunPodSandbox's from its response).
+func (l *CallLog) After(method string, token, req, resp any, start time.Time, d time.Duration, err error) {
+	c := criCall{Method: method, Start: start, Dur: int64(d)}
+	if err != nil {
+		c.Err = err.Error()
+	}
+	on, _ := token.(callOn)
+	podID := on.pod
+	c.Detail = on.container
+	var image string
+	create := false
+	switch q := req.(type) {
+	case *runtimeapi.RunPodSandboxRequest:
+		create = true
+		if rs, ok := resp.(*runtimeapi.RunPodSandboxResponse); ok && rs != nil {
+			podID = rs.PodSandboxId
+		}
+	case *runtimeapi.CreateContainerRequest:
+		c.Detail = q.GetConfig().GetMetadata().GetName()
+		image = q.GetConfig().GetImage().GetImage()
+	case *runtimeapi.PullImageRequest:
+		c.Detail, image = q.GetImage().GetImage(), q.GetImage().GetImage()
+	case *runtimeapi.ImageStatusRequest:
+		l.hold(q.GetImage().GetImage(), c)
+		return
+	}
+	if podID == "" {
+		return
+	}
+	calls := []criCall{c}
+	if image != "" {
+		calls = append(l.take(), c)
+	}
+	l.r.appendCalls(podID, calls, create)
+}
+
+func (l *CallLog) hold(image string, c criCall) {
+	c.Detail = image
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pending = append(l.pending, pendingCall{image: image, call: c})
+	if len(l.pending) > maxPending {
+		l.pending = l.pending[len(l.pending)-maxPending:]
+	}
+}
+
+func (l *CallLog) take() []criCall {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []criCall
+	for _, p := range l.pending {
+		out = append(out, p.call)
+	}
+	l.pending = nil
+	return out
+}
+
+// podID is the full id of the pod whose id is or starts with id, or "".
+func (r *Runtime) podID(id string) string {
+	if id == "" {
+		return ""
+	}
+	p, err := r.Sandbox.Store.PodByID(id)
+	if err != nil {
+		return ""
+	}
+	return p.ID
+}
+
+// appendCalls adds calls to pod id's file. Only RunPodSandbox creates the
+// file: a call that returns after the pod's removal must not put a file
+// back into the directory being removed.
+func (r *Runtime) appendCalls(id string, calls []criCall, create bool) {
+	flags := os.O_WRONLY | os.O_APPEND | unix.O_NOFOLLOW
+	if create {
+		flags |= os.O_CREATE
+	}
+	f, err := os.OpenFile(filepath.Join(r.Sandbox.Store.PodDir(id), criCallsFile), flags, 0o600)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || fi.Size() > maxCRICallsBytes {
+		return
+	}
+	var b strings.Builder
+	for _, c := range calls {
+		j, _ := json.Marshal(c)
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	f.WriteString(b.String())
+}
+
+// CRICallSpans are the CRI calls made on pod id through `podlab serve`, as
+// spans on the pod's time line (offsets from its creation; the first call,
+// RunPodSandbox, starts a little before it), named "CRI <method>
+// [detail]". None when the pod was not made through serve.
+func (r *Runtime) CRICallSpans(id string) ([]trace.Span, error) {
+	p, err := r.Sandbox.Store.PodByID(id)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	f, err := os.Open(filepath.Join(r.Sandbox.Store.PodDir(p.ID), criCallsFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var spans []trace.Span
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var c criCall
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			return nil, fmt.Errorf("%s: %w", criCallsFile, err)
+		}
+		name := "CRI " + c.Method
+		if c.Detail != "" {
+			name += " " + c.Detail
+		}
+		spans = append(spans, trace.Span{Name: name, Start: c.Start.Sub(p.Created), Dur: time.Duration(c.Dur), Err: c.Err})
+	}
+	return spans, sc.Err()
+}
+
+// PodTrace is pod id's trace: its stored spans and, for a pod made through
+// `podlab serve`, the client's CRI calls, each operation's spans under the
+// call that ran it, all shifted so that the first starts at 0.
+func (r *Runtime) PodTrace(id string) ([]trace.Span, error) {
+	p, err := r.Sandbox.Store.PodByID(id)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	calls, err := r.CRICallSpans(p.ID)
+	if err != nil {
+		return nil, err
+	}
+	spans := append([]trace.Span(nil), p.Spans...)
+	for i := range spans {
+		s := &spans[i]
+		if s.Parent != "" {
+			continue
+		}
+		for _, c := range calls {
+			// The operation "CreateContainer app" ran inside the call
+			// "CRI CreateContainer app".
+			if strings.HasPrefix(c.Name, "CRI "+s.Name) && c.Start <= s.Start && s.Start+s.Dur <= c.Start+c.Dur {
+				s.Parent = c.Name
+				break
+			}
+		}
+	}
+	spans = append(spans, calls...)
+	var first time.Duration
+	for _, s := range spans {
+		first = min(first, s.Start)
+	}
+	for i := range spans {
+		spans[i].Start -= first
+	}
+	trace.Sort(spans)
+	return spans, nil
+}

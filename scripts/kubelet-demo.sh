@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# kubelet-demo.sh: the seeds' chain driven by the real kubelet. The kubelet
+# (scripts/build-kubelet.sh) runs standalone against `podlab serve` and
+# starts a static pod: an init container writing into an emptyDir the app
+# container reads, an env from a fieldRef, an env colliding with a
+# device-plugin-style platform env, and podlab's runtime-point CA rule.
+# Then podlab verify, inspect (the kubelet's ContainerConfig as the CRI
+# layer, what podlab added after it) and trace (the kubelet's CRI calls as
+# spans over podlab's stages, a waterfall and a Chrome trace); removing the
+# manifest has the kubelet stop and remove the pod through podlab; the host
+# is left as found (sysctls, dirs, cgroups, mounts; leak checks).
+#
+# Root. Private state dir, socket and kubelet root under $KDEMO_DIR
+# (default /run/podlab-kdemo); images from podlab's store, never pulled.
+# Env: KDEMO_KEEP_TRACE=FILE also writes the Chrome trace there;
+# KDEMO_LOGS=DIR keeps the kubelet's and podlab serve's logs there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=$PATH:/usr/local/go/bin:/opt/podlab/bin
+# shellcheck source=scripts/kubelet/lib.sh
+. scripts/kubelet/lib.sh
+
+[ "$(id -u)" = 0 ] || { echo "kubelet-demo.sh must run as root" >&2; exit 1; }
+[ -x bin/podlab ] || { echo "kubelet-demo: bin/podlab not built (make build)" >&2; exit 1; }
+say() { printf '\n== %s\n' "$*"; }
+
+kubelet=$(scripts/build-kubelet.sh)
+dir=${KDEMO_DIR:-/run/podlab-kdemo}
+sock=$dir/podlab.sock
+rm -rf "$dir"
+mkdir -p "$dir"
+{ echo "stateDir: $dir/state"; cat scripts/kubelet/podlab-rules.yaml; } > "$dir/podlab.yaml"
+podlab() { bin/podlab --config "$dir/podlab.yaml" "$@"; }
+crictl() { command crictl --runtime-endpoint "unix://$sock" --image-endpoint "unix://$sock" --timeout 30s "$@"; }
+
+# busybox in podlab's store, imported from the host's static busybox.
+if ! podlab image ls | grep -q '^busybox:latest[[:space:]]'; then
+  scripts/busybox-rootfs.sh "$dir/busybox"
+  podlab image import busybox:latest "$dir/busybox" >/dev/null
+  rm -rf "$dir/busybox"
+fi
+
+serve_pid=
+cleanup() {
+  local rc=$?
+  set +e
+  kubelet_stop
+  if [ -n "$serve_pid" ]; then
+    # what the kubelet left (a failed run): removed through podlab
+    for id in $(podlab pods -o json 2>/dev/null | awk -F'"' '/"id":/ { print $4 }'); do podlab rm -f "$id" >/dev/null; done
+    kill "$serve_pid"; wait "$serve_pid"
+  fi
+  kubelet_restore_host "$dir/host-state" "$dir/kubelet" || rc=1
+  if [ $rc != 0 ]; then
+    echo "--- podlab serve log (tail)"; tail -20 "$dir/serve.log"
+    echo "--- kubelet log (errors)"; grep -E '^E' "$dir/kubelet.log" | tail -20
+  fi
+  if [ -n "${KDEMO_LOGS:-}" ]; then
+    mkdir -p "$KDEMO_LOGS" && cp "$dir/serve.log" "$dir/kubelet.log" "$KDEMO_LOGS/"
+  fi
+  rm -rf "$dir"
+  exit $rc
+}
+trap cleanup EXIT
+
+kubelet_save_host "$dir/host-state"
+bin/podlab --config "$dir/podlab.yaml" serve --listen "unix://$sock" --log-level debug > "$dir/serve.log" 2>&1 &
+serve_pid=$!
+for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.1; done
+kubelet_write_config "$dir/kubelet" "$sock" 20248
+say "kubelet $("$kubelet" --version | awk '{ print $2 }') standalone on podlab serve ($sock)"
+kubelet_start "$kubelet" "$dir/kubelet" "$dir/kubelet.log"
+
+cp scripts/kubelet/kdemo.yaml "$dir/kdemo.yaml"
+say "manifest written: $dir/kubelet/manifests/kdemo.yaml"
+# renamed in, so that the kubelet's inotify watch never reads a half-written file
+mv "$dir/kdemo.yaml" "$dir/kubelet/manifests/kdemo.yaml"
+running=
+for _ in $(seq 1 600); do
+  running=$(crictl ps -q --name '^app$' --state Running 2>/dev/null || true)
+  [ -n "$running" ] && break
+  sleep 0.1
+done
+[ -n "$running" ] || { echo "kubelet-demo: the app container did not run within 60 s" >&2; exit 1; }
+crictl pods
+crictl ps -a
+pod=$(crictl pods -q --name kdemo | head -1)
+
+say "the app's log (init's greeting through the emptyDir)"
+for _ in $(seq 1 50); do crictl logs "$running" 2>/dev/null | grep -q gpu && break; sleep 0.1; done
+crictl logs "$running"
+
+say "podlab verify"
+podlab verify "$pod"
+
+say "podlab inspect: the kubelet's ContainerConfig (cri), what podlab added (oci), the process"
+podlab inspect "$pod" -c app --layer all
+
+say "podlab trace: the kubelet's CRI calls over podlab's stages"
+podlab trace "$pod"
+podlab trace "$pod" -o chrome > "$dir/kdemo-trace.json"
+if [ -n "${KDEMO_KEEP_TRACE:-}" ]; then cp "$dir/kdemo-trace.json" "$KDEMO_KEEP_TRACE"; fi
+echo "Chrome trace: $(grep -c '"ph": "X"' "$dir/kdemo-trace.json") spans"
+
+say "manifest removed: the kubelet stops the pod, then removes it (its GC runs once a minute)"
+rm "$dir/kubelet/manifests/kdemo.yaml"
+t0=$EPOCHREALTIME
+pods_left() { podlab pods -o json | grep -c '"id":' || true; }
+for _ in $(seq 1 1500); do
+  [ "$(pods_left)" = 0 ] && break
+  sleep 0.1
+done
+[ "$(pods_left)" = 0 ] || { echo "kubelet-demo: pods left 150 s after the manifest's removal:" >&2; podlab pods >&2; exit 1; }
+awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "pod gone %.1f s after the manifest\n", b - a }'
+kubelet_stop
+kill "$serve_pid"; wait "$serve_pid" || true; serve_pid=
+kubelet_restore_host "$dir/host-state" "$dir/kubelet"
+
+say "leak checks"
+go run ./test/leakcheck -dir "$dir"
+echo "kubelet-demo: OK"
