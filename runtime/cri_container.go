@@ -354,6 +354,11 @@ func validContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 		if err := validContainerPath(fmt.Sprintf("config.mounts[%d].container_path", i), m.ContainerPath); err != nil {
 			return err
 		}
+		if m.GetImage().GetImage() != "" {
+			// An image volume (KEP 4639) mounts an image's rootfs, not a
+			// host path: not built yet, and said so.
+			return errdefs.Unimplemented("config.mounts[%d].image: image volumes are not supported", i)
+		}
 		if err := validContainerPath(fmt.Sprintf("config.mounts[%d].host_path", i), m.HostPath); err != nil {
 			return err
 		}

@@ -214,7 +214,14 @@ func sandboxSpec(cfg *runtimeapi.PodSandboxConfig, handler string) (sandbox.Spec
 		LogDirectory: cfg.LogDirectory,
 	}
 	if spec.Hostname == "" {
-		spec.Hostname = md.Name
+		// As containerd: a sandbox that asks for no hostname gets the
+		// node's (the kubelet always asks; critest's pods do not, and their
+		// names are longer than a hostname may be).
+		h, err := os.Hostname()
+		if err != nil {
+			return spec, fmt.Errorf("config.hostname: empty, and the node's: %w", err)
+		}
+		spec.Hostname = h
 	}
 	if len(spec.Hostname) > 64 {
 		return spec, errdefs.InvalidArgument("config.hostname: longer than 64 characters")
@@ -252,6 +259,11 @@ func sandboxSpec(cfg *runtimeapi.PodSandboxConfig, handler string) (sandbox.Spec
 				return spec, errdefs.InvalidArgument("config.linux.security_context.namespace_options.pid: %s is not valid for a sandbox (POD, CONTAINER or NODE)", ns.Pid)
 			}
 		}
+	}
+	if cfg.GetLinux().GetSecurityContext().GetNamespaceOptions() == nil {
+		// No namespace options is all POD (the enum's zero), as containerd
+		// reads it: the containers share the pause's PID namespace.
+		spec.ShareProcNS = true
 	}
 	if err := validSysctls(cfg.GetLinux().GetSysctls(), spec.HostNetwork, spec.HostIPC); err != nil {
 		return spec, err
