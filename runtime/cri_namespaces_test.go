@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -177,5 +179,51 @@ func TestPrivilegedNeedsPrivilegedSandbox(t *testing.T) {
 	p.Privileged = true
 	if _, err := criDefaults(p, cfg, "/pod"); err != nil {
 		t.Errorf("privileged container in a privileged sandbox: %v", err)
+	}
+}
+
+// What a sandbox config leaves out, read as containerd reads it: no
+// hostname is the node's (critest's 68-character pod names are not valid
+// hostnames), no namespace options is all POD, so the containers share
+// the pause's PID namespace.
+func TestSandboxSpecDefaults(t *testing.T) {
+	node, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := "create-PodSandbox-for-container-" + strings.Repeat("f", 36)
+	cfg := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: long, Namespace: "default"}}
+	spec, err := sandboxSpec(cfg, "")
+	if err != nil {
+		t.Fatalf("no hostname, long name: %v", err)
+	}
+	if spec.Hostname != node {
+		t.Errorf("hostname %q, want the node's %q", spec.Hostname, node)
+	}
+	if !spec.ShareProcNS || spec.HostPID {
+		t.Errorf("no namespace options: ShareProcNS %v HostPID %v, want a shared pod PID namespace", spec.ShareProcNS, spec.HostPID)
+	}
+	cfg.Hostname = "web"
+	cfg.Linux = &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+		NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER}}}
+	if spec, err = sandboxSpec(cfg, ""); err != nil || spec.Hostname != "web" || spec.ShareProcNS {
+		t.Errorf("hostname web, pid CONTAINER: %q ShareProcNS %v, %v", spec.Hostname, spec.ShareProcNS, err)
+	}
+	cfg.Hostname = strings.Repeat("h", 65)
+	if _, err := sandboxSpec(cfg, ""); !errdefs.IsInvalidArgument(err) || !strings.Contains(err.Error(), "config.hostname") {
+		t.Errorf("65-character hostname: %v, want InvalidArgument naming config.hostname", err)
+	}
+}
+
+// A mount of an image (an image volume) is refused as not built, so that
+// a client (critest) knows it is missing rather than malformed.
+func TestImageVolumeUnimplemented(t *testing.T) {
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "c"},
+		Image:    &runtimeapi.ImageSpec{Image: "busybox"},
+		Mounts:   []*runtimeapi.Mount{{ContainerPath: "/vol", Image: &runtimeapi.ImageSpec{Image: "busybox"}}},
+	}
+	if err := validContainerConfig(cfg); !errors.Is(err, errdefs.ErrUnimplemented) || !strings.Contains(err.Error(), "config.mounts[0].image") {
+		t.Errorf("image volume: %v, want Unimplemented naming config.mounts[0].image", err)
 	}
 }
