@@ -96,6 +96,9 @@ func (k *Kubelet) Debug(ctx context.Context, podID string, ec corev1.EphemeralCo
 		return "", "", err
 	}
 	cfg.Linux.SecurityContext.NamespaceOptions = ns
+	// kubectl debug -it: stdin held open (and a tty) for the attach that
+	// follows, as the kubelet passes a container's stdin, stdinOnce, tty.
+	cfg.Stdin, cfg.StdinOnce, cfg.Tty = ec.Stdin, ec.StdinOnce, ec.TTY
 	ecJSON, err := json.Marshal(ec)
 	if err != nil {
 		return "", "", err

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -104,11 +105,30 @@ func TestDebugEphemeral(t *testing.T) {
 		t.Errorf("an ephemeral container without a target sees the app's process, or not its own:\n%s", out)
 	}
 
+	// -i: attached to its stdin, as kubectl debug -i; the line reaches the
+	// shell only through the attach, so its answer proves it.
+	r = podlab(t, "typed-via-stdin\n", "debug", "e2e-debug", "--image", "busybox", "-c", "dbg-i", "-i", "--", "sh", "-c", "read l; echo got-$l")
+	if r.code != 0 || !strings.Contains(r.stdout, "got-typed-via-stdin") {
+		t.Errorf("debug -i: exit %d, stdout %q\n%s", r.code, r.stdout, r.stderr)
+	}
+	// -it: a tty, through a pty of script(1) as a terminal user has one.
+	script, err := exec.LookPath("script")
+	if err != nil {
+		t.Fatalf("script(1) (util-linux) is needed for a tty: %v", err)
+	}
+	line := "exec " + podlabBin + " --config " + configPath + " debug e2e-debug --image busybox -c dbg-t -it -- sh -c 'tty; read l; echo got-$l'"
+	cmd := exec.Command(script, "-qec", line, "/dev/null")
+	cmd.Stdin = strings.NewReader("typed-on-tty\n")
+	r = runResult(cmd)
+	if r.code != 0 || !strings.Contains(r.stdout, "/dev/pts/") || !strings.Contains(r.stdout, "got-typed-on-tty") {
+		t.Errorf("debug -it: exit %d, stdout %q\n%s", r.code, r.stdout, r.stderr)
+	}
+
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--image", "busybox", "-it", "--", "sh"}, "CRI Attach"},
+		{[]string{"--image", "busybox", "-t", "--", "sh"}, "--stdin"},
 		{[]string{"--image", "busybox", "-c", "dbg", "--", "true"}, `"dbg"`},
 		{[]string{"--image", "busybox", "-c", "app", "--", "true"}, `"app"`},
 		{[]string{"--image", "busybox", "--target", "nope", "--", "true"}, `"nope"`},
@@ -118,8 +138,8 @@ func TestDebugEphemeral(t *testing.T) {
 		r := podlab(t, "", append([]string{"debug", "e2e-debug"}, tc.args...)...)
 		r.failsNaming(t, "debug "+strings.Join(tc.args, " "), tc.want)
 	}
-	if n := len(psAll(t)); n != 3 {
-		t.Errorf("%d containers after the refused debugs, want 3 (app and two ephemeral)", n)
+	if n := len(psAll(t)); n != 5 {
+		t.Errorf("%d containers after the refused debugs, want 5 (app and four ephemeral)", n)
 	}
 
 	if r := podlab(t, "", "rm", "e2e-debug"); r.code != 0 {
