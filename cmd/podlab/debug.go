@@ -57,7 +57,10 @@ show it as ephemeral; removing the pod removes it.`,
 				EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: name, Image: image, Command: args[1:], TerminationMessagePolicy: corev1.TerminationMessageReadFile},
 				TargetContainerName:      target,
 			}
-			ec.Stdin, ec.TTY = stdin, tty
+			// stdinOnce, as kubectl run -i: the container's stdin ends
+			// with this attach's, and the attach sees the output to the
+			// container's exit (piped input is then all read, all answered).
+			ec.Stdin, ec.StdinOnce, ec.TTY = stdin, stdin, tty
 			ctrName, ctrID, err := k.Debug(cmd.Context(), id, ec)
 			if err != nil {
 				return fmt.Errorf("pod %s/%s: %w", g.namespace, args[0], err)

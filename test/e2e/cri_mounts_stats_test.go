@@ -26,6 +26,9 @@ func TestCRIMountPropagation(t *testing.T) {
 	s := newCRI(t, "")
 	rt, _ := s.client(t)
 	podCfg := s.podConfig("propagation", "default", nil)
+	// Some of its containers are privileged, which needs a privileged
+	// sandbox (as containerd and CRI-O require).
+	podCfg.Linux.SecurityContext.Privileged = true
 	pod, _ := s.runPod(t, podCfg)
 
 	base := t.TempDir()

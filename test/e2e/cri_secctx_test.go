@@ -98,6 +98,9 @@ func TestCRISecurityContext(t *testing.T) {
 	rt, _ := s.client(t)
 	importGroupsImage(t, s, "secctx-groups")
 	podCfg := s.podConfig("secctx", "default", nil)
+	// Some of its containers are privileged, which needs a privileged
+	// sandbox (as containerd and CRI-O require).
+	podCfg.Linux.SecurityContext.Privileged = true
 	pod, _ := s.runPod(t, podCfg)
 
 	ran := map[string]string{} // name → container ID, created once
