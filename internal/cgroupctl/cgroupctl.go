@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/opencontainers/cgroups"
 	"google.golang.org/protobuf/proto"
@@ -20,8 +21,16 @@ import (
 // Available returns the controllers podlab's cgroups can use: on cgroup v2
 // the ones the hierarchy's root offers (cgroup.controllers, which
 // libcontainer enables down to each container's cgroup), on v1 the
-// mounted hierarchies.
+// mounted hierarchies. They are read once per process (an error is not
+// kept): the host's controllers do not change under a running podlab,
+// and reading them parses the whole mountinfo, on every container create
+// otherwise. The map is shared: callers only read it.
 func Available() (map[string]bool, error) {
+	availMu.Lock()
+	defer availMu.Unlock()
+	if availCache != nil {
+		return availCache, nil
+	}
 	mounts, err := cgroups.GetCgroupMounts(false)
 	if err != nil {
 		return nil, fmt.Errorf("listing cgroup controllers: %w", err)
@@ -32,8 +41,14 @@ func Available() (map[string]bool, error) {
 			avail[s] = true
 		}
 	}
+	availCache = avail
 	return avail, nil
 }
+
+var (
+	availMu    sync.Mutex
+	availCache map[string]bool
+)
 
 // Missing is one controller a container's limits need and the host lacks,
 // with the CRI fields (LinuxContainerResources) that needed it.
