@@ -45,12 +45,7 @@ type criCall struct {
 type CallLog struct {
 	r       *Runtime
 	mu      sync.Mutex
-	pending []pendingCall
-}
-
-type pendingCall struct {
-	image string
-	call  criCall
+	pending []criCall // ImageStatus calls, held for the next image's pod
 }
 
 // maxPending bounds the ImageStatus calls held for a pod; older ones drop.
@@ -121,7 +116,7 @@ func (l *CallLog) hold(image string, c criCall) {
 	c.Detail = image
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.pending = append(l.pending, pendingCall{image: image, call: c})
+	l.pending = append(l.pending, c)
 	if len(l.pending) > maxPending {
 		l.pending = l.pending[len(l.pending)-maxPending:]
 	}
@@ -130,10 +125,7 @@ func (l *CallLog) hold(image string, c criCall) {
 func (l *CallLog) take() []criCall {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []criCall
-	for _, p := range l.pending {
-		out = append(out, p.call)
-	}
+	out := l.pending
 	l.pending = nil
 	return out
 }
