@@ -7,16 +7,25 @@ import (
 	"testing"
 )
 
+// writers are the two ways to replace a file: they differ only in the sync.
+var writers = map[string]func(string, []byte, os.FileMode) error{"WriteFile": WriteFile, "WriteVolatile": WriteVolatile}
+
 func TestWriteFile(t *testing.T) {
 	old := syscall.Umask(0o077) // perm must not depend on the umask
 	defer syscall.Umask(old)
+	for name, write := range writers {
+		t.Run(name, func(t *testing.T) { testWrite(t, write) })
+	}
+}
+
+func testWrite(t *testing.T, write func(string, []byte, os.FileMode) error) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "f.json")
 	for _, tt := range []struct {
 		data string
 		perm os.FileMode
 	}{{"one", 0o644}, {"two", 0o600}, {"three", 0o640}} {
-		if err := WriteFile(path, []byte(tt.data), tt.perm); err != nil {
+		if err := write(path, []byte(tt.data), tt.perm); err != nil {
 			t.Fatal(err)
 		}
 		got, err := os.ReadFile(path)
@@ -38,6 +47,12 @@ func TestWriteFile(t *testing.T) {
 }
 
 func TestWriteFileErrorLeavesNothing(t *testing.T) {
+	for name, write := range writers {
+		t.Run(name, func(t *testing.T) { testErrorLeavesNothing(t, write) })
+	}
+}
+
+func testErrorLeavesNothing(t *testing.T, write func(string, []byte, os.FileMode) error) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "d")
 	if err := os.Mkdir(path, 0o755); err != nil {
@@ -47,14 +62,14 @@ func TestWriteFileErrorLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Renaming a file over a non-empty directory fails.
-	if err := WriteFile(path, []byte("x"), 0o644); err == nil {
+	if err := write(path, []byte("x"), 0o644); err == nil {
 		t.Fatal("replacing a directory succeeded")
 	}
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 {
 		t.Errorf("dir holds %v, want d only (temp file removed)", entries)
 	}
-	if err := WriteFile(filepath.Join(dir, "missing", "f"), nil, 0o644); err == nil {
+	if err := write(filepath.Join(dir, "missing", "f"), nil, 0o644); err == nil {
 		t.Fatal("writing into a missing directory succeeded")
 	}
 }

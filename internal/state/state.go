@@ -288,13 +288,15 @@ func (s *Store) releaseName(p *Pod) {
 	}
 }
 
-// Save replaces the record atomically (0600, as os.CreateTemp makes it).
+// Save replaces the record atomically (0600, as os.CreateTemp makes it),
+// unsynced: a record describes processes, mounts and namespaces that a
+// reboot ends (atomicfile.WriteVolatile).
 func (s *Store) Save(p *Pod) error {
 	data, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.WriteFile(s.recordPath(p.ID), data, 0o600); err != nil {
+	if err := atomicfile.WriteVolatile(s.recordPath(p.ID), data, 0o600); err != nil {
 		return fmt.Errorf("saving pod %s: %w", p.Key(), err)
 	}
 	return nil

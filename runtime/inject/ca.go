@@ -77,7 +77,7 @@ func CABundlePEM(cfg CAConfig) ([]byte, error) {
 
 // WriteCABundle writes data, from CABundlePEM(cfg), as BuildCABundle does.
 func WriteCABundle(cfg CAConfig, dir string, data []byte) (bundle, certsDir string, err error) {
-	return installCABundle(cfg, dir, func(bundle string) error { return atomicfile.WriteFile(bundle, data, 0o644) })
+	return installCABundle(cfg, dir, func(bundle string) error { return atomicfile.WriteVolatile(bundle, data, 0o644) })
 }
 
 // installCABundle makes dir, lets place put the bundle at its path in it,

@@ -56,7 +56,7 @@ func writeExit(bundle string, e Exit) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(filepath.Join(bundle, "exit.json"), data, 0o644)
+	return atomicfile.WriteVolatile(filepath.Join(bundle, "exit.json"), data, 0o644)
 }
 
 type Container struct {
