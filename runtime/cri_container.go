@@ -19,6 +19,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/internal/cgroupctl"
+	"github.com/podlab/podlab/internal/cgroupwarm"
 	"github.com/podlab/podlab/internal/cleanup"
 	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/failpoint"
@@ -41,6 +42,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if err := validContainerConfig(cfg); err != nil {
 		return nil, err
 	}
+	cgroupwarm.Start() // the init's cgroup attach, in the shim, comes in a few ms
 	p, lock, err := r.lockedPod(req.GetPodSandboxId())
 	if err != nil {
 		return nil, err
