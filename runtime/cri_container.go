@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -161,6 +162,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	}
 	endOp(nil)
 	endOp = func(error) {}
+	p.ForgetContainerSpans(md.Name) // an earlier attempt's
 	p.Spans = append(p.Spans, rec.Spans()...)
 	if err := r.Sandbox.Store.Save(p); err != nil {
 		return nil, err
@@ -633,9 +635,12 @@ func (r *Runtime) deleteTaskContainer(p *state.Pod, c *state.Container) error {
 	if err := os.RemoveAll(c.Bundle); err != nil {
 		return err
 	}
-	id := c.ID
+	id, name := c.ID, c.Name
 	r.cpuSamples.Delete(id)
 	p.RemoveContainer(id)
+	if !slices.ContainsFunc(p.Containers, func(o state.Container) bool { return o.Name == name }) {
+		p.ForgetContainerSpans(name)
+	}
 	if err := r.Sandbox.Store.Save(p); err != nil {
 		return err
 	}

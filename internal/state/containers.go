@@ -134,3 +134,28 @@ func (p *Pod) RemoveContainer(id string) {
 	}
 	p.Containers = out
 }
+
+// ForgetContainerSpans drops the spans of container name's creation and
+// start (CreateContainer and StartContainer name, and every stage under
+// them), so a pod whose container is created again under its name (the
+// kubelet's next attempt at a crashing one, critest's thousand cycles)
+// keeps one set of them, not one per attempt: the record is read and
+// written whole on every call on the pod.
+func (p *Pod) ForgetContainerSpans(name string) {
+	drop := map[string]bool{"CreateContainer " + name: true, "StartContainer " + name: true}
+	for grew := true; grew; {
+		grew = false
+		for _, s := range p.Spans {
+			if drop[s.Parent] && !drop[s.Name] {
+				drop[s.Name], grew = true, true
+			}
+		}
+	}
+	out := p.Spans[:0]
+	for _, s := range p.Spans {
+		if !drop[s.Name] {
+			out = append(out, s)
+		}
+	}
+	p.Spans = out
+}
