@@ -3,9 +3,11 @@ package rootfs
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/moby/sys/mountinfo"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/podlab/podlab/internal/testutil"
 	"golang.org/x/sys/unix"
@@ -82,6 +84,13 @@ func testMountOverlay(t *testing.T) {
 	}
 	if root1 != filepath.Join(dir1, "merged") {
 		t.Errorf("rootfs = %s", root1)
+	}
+	// The writable layer is disposable: its file system is never synced
+	// (newer kernels show "volatile" as fsync=volatile).
+	if ms, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(root1)); err != nil || len(ms) != 1 {
+		t.Errorf("mountinfo of %s: %v, %v", root1, ms, err)
+	} else if o := strings.Split(ms[0].VFSOptions, ","); !slices.Contains(o, "volatile") && !slices.Contains(o, "fsync=volatile") {
+		t.Errorf("overlay at %s mounted with %q, want volatile", root1, ms[0].VFSOptions)
 	}
 	for p, want := range map[string]string{
 		"etc/hosts":  "base hosts",
