@@ -567,21 +567,26 @@ func (r *Runtime) StopContainer(ctx context.Context, req *runtimeapi.StopContain
 	if err := r.stopTask(ctx, p, c, req.Timeout); err != nil {
 		return nil, err
 	}
+	if err := r.Sandbox.Store.Save(p); err != nil {
+		return nil, err
+	}
 	return &runtimeapi.StopContainerResponse{}, nil
 }
 
+// stopTask stops c (SIGTERM, then SIGKILL after timeout seconds) unless it
+// has exited, and updates c from its shim; the caller saves p.
 func (r *Runtime) stopTask(ctx context.Context, p *state.Pod, c *state.Container, timeout int64) error {
 	if p.ShimSocket == "" {
 		if err := r.Sandbox.OCI.Stop(c.ID, time.Duration(timeout)*time.Second); err != nil {
 			return err
 		}
 		RefreshContainer(c)
-		return r.Sandbox.Store.Save(p)
+		return nil
 	}
 	client, done := r.dialTask(p, c)
 	defer done()
 	if c.State == ContainerExited {
-		return r.Sandbox.Store.Save(p)
+		return nil
 	}
 	if client == nil {
 		return fmt.Errorf("stopping container %s: the pod's shim is not reachable", state.ShortID(c.ID))
@@ -590,7 +595,7 @@ func (r *Runtime) stopTask(ctx context.Context, p *state.Pod, c *state.Container
 		return fmt.Errorf("stopping container %s: %w", state.ShortID(c.ID), err)
 	}
 	r.refreshTask(p, c, &client)
-	return r.Sandbox.Store.Save(p)
+	return nil
 }
 
 // RemoveContainer removes a container, killing it first if it runs, as
@@ -607,6 +612,7 @@ func (r *Runtime) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveCon
 	if p.ShimSocket == "" {
 		return nil, errdefs.FailedPrecondition("container %s belongs to pod %s, run by `podlab run`: remove the pod (podlab rm, or RemovePodSandbox)", state.ShortID(c.ID), p.Key())
 	}
+	// No save between: deleting saves the record, without c.
 	if err := r.stopTask(ctx, p, c, 0); err != nil {
 		return nil, err
 	}
