@@ -46,7 +46,15 @@ type CallLog struct {
 	r       *Runtime
 	mu      sync.Mutex
 	pending []criCall // ImageStatus calls, held for the next image's pod
+	// containers maps the full ids of the containers created through this
+	// server to what a call on one names, so Before need not read the
+	// pod's record for each: an id and its pod and name never change.
+	containers map[string]callOn
 }
+
+// maxContainers bounds CallLog.containers: pods removed whole leave their
+// containers' entries, which the store lookup replaces when dropped.
+const maxContainers = 4096
 
 // maxPending bounds the ImageStatus calls held for a pod; older ones drop.
 const maxPending = 16
@@ -60,6 +68,9 @@ func (l *CallLog) Before(method string, req any) any {
 	case interface{ GetPodSandboxId() string }:
 		return callOn{pod: l.r.podID(q.GetPodSandboxId())}
 	case interface{ GetContainerId() string }:
+		if on, ok := l.container(q.GetContainerId()); ok {
+			return on
+		}
 		if p, c, err := l.r.Sandbox.Store.ContainerByID(q.GetContainerId()); err == nil {
 			return callOn{pod: p.ID, container: c.Name}
 		}
@@ -96,6 +107,13 @@ func (l *CallLog) After(method string, token, req, resp any, start time.Time, d 
 	case *runtimeapi.CreateContainerRequest:
 		c.Detail = q.GetConfig().GetMetadata().GetName()
 		image = q.GetConfig().GetImage().GetImage()
+		if rs, ok := resp.(*runtimeapi.CreateContainerResponse); ok && rs != nil && podID != "" {
+			l.remember(rs.ContainerId, callOn{pod: podID, container: c.Detail})
+		}
+	case *runtimeapi.RemoveContainerRequest:
+		if err == nil {
+			l.forget(q.GetContainerId())
+		}
 	case *runtimeapi.PullImageRequest:
 		c.Detail, image = q.GetImage().GetImage(), q.GetImage().GetImage()
 	case *runtimeapi.ImageStatusRequest:
@@ -110,6 +128,28 @@ func (l *CallLog) After(method string, token, req, resp any, start time.Time, d 
 		calls = append(l.take(), c)
 	}
 	l.r.appendCalls(podID, calls, create)
+}
+
+func (l *CallLog) container(id string) (callOn, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	on, ok := l.containers[id]
+	return on, ok
+}
+
+func (l *CallLog) remember(id string, on callOn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.containers == nil || len(l.containers) >= maxContainers {
+		l.containers = map[string]callOn{}
+	}
+	l.containers[id] = on
+}
+
+func (l *CallLog) forget(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.containers, id)
 }
 
 func (l *CallLog) hold(image string, c criCall) {
