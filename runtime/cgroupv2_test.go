@@ -90,12 +90,12 @@ func TestLimitsLandInCgroupV2Files(t *testing.T) {
 	}
 }
 
-// TestCgroupNamespaceOnV2 gives an unprivileged container a private cgroup
-// namespace on v2 only, as containerd and CRI-O do.
-func TestCgroupNamespaceOnV2(t *testing.T) {
+// TestCgroupNamespace gives an unprivileged container a private cgroup
+// namespace, on v2 as containerd and CRI-O do, and on v1.
+func TestCgroupNamespace(t *testing.T) {
 	for _, tc := range []struct {
 		v2, privileged, want bool
-	}{{true, false, true}, {true, true, false}, {false, false, false}} {
+	}{{true, false, true}, {true, true, false}, {false, false, true}, {false, true, false}} {
 		in := testInput(&corev1.Container{Name: "app", Image: "img:1", Command: []string{"true"}})
 		opts, err := kubelet.BuildOptions(in.Input)
 		if err != nil {
