@@ -141,7 +141,7 @@ func TestLayersCarryEachSource(t *testing.T) {
 	}
 	wantNS := map[specs.LinuxNamespaceType]string{
 		specs.MountNamespace: "", specs.NetworkNamespace: "/var/run/netns/x", specs.UTSNamespace: "/var/run/utsns/x",
-		specs.IPCNamespace: "/var/run/ipcns/x", specs.PIDNamespace: "",
+		specs.IPCNamespace: "/var/run/ipcns/x", specs.PIDNamespace: "", specs.CgroupNamespace: "",
 	}
 	if !reflect.DeepEqual(nsPaths, wantNS) {
 		t.Errorf("namespaces = %v, want %v", nsPaths, wantNS)
