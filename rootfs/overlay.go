@@ -20,8 +20,7 @@ var forceMountAPI = false
 // image's layers as read-only lower directories (top first), dir/upper for
 // the container's writes and dir/work as overlayfs's scratch space. Every
 // image gets an overlay, even with one layer, so containers never write into
-// a shared layer. dir must not exist yet or be empty. It returns dir/merged
-// (MergedDir(dir)).
+// a shared layer. dir must not exist yet or be empty. It returns dir/merged.
 func MountOverlay(img *Image, dir string) (rootfs string, err error) {
 	if img == nil || len(img.Layers) == 0 {
 		return "", errors.New("mounting overlay: image has no layers")
@@ -47,7 +46,7 @@ func MountOverlay(img *Image, dir string) (rootfs string, err error) {
 	} else if len(entries) != 0 {
 		return "", fmt.Errorf("mounting overlay: %s already exists and is not empty (UnmountOverlay cleans it up)", dir)
 	}
-	upper, work, merged := filepath.Join(dir, "upper"), filepath.Join(dir, "work"), MergedDir(dir)
+	upper, work, merged := filepath.Join(dir, "upper"), filepath.Join(dir, "work"), filepath.Join(dir, "merged")
 	defer func() {
 		if err == nil {
 			return
@@ -111,14 +110,6 @@ func mountOverlay(lowers []string, upper, work, merged string, volatile bool) er
 		return fmt.Errorf("mount -t overlay -o %s overlay %s: %w", data, merged, err)
 	}
 	return nil
-}
-
-// MergedDir is where MountOverlay(img, dir) mounts the container's root.
-func MergedDir(dir string) string {
-	if abs, err := filepath.Abs(dir); err == nil {
-		dir = abs
-	}
-	return filepath.Join(dir, "merged")
 }
 
 // overlayLowers returns the lower directories top first, keeping only the

@@ -107,41 +107,30 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, err
 	}
 
+	end := rec.StartChild(op, "ctr "+md.Name+" rootfs")
 	undo.Add("removing bundle", func() error { return os.RemoveAll(ctr.Bundle) })
-	if err := os.MkdirAll(ctr.Bundle, 0o700); err != nil {
-		return nil, fmt.Errorf("container %q bundle: %w", md.Name, err)
+	err = os.MkdirAll(ctr.Bundle, 0o700)
+	var rootfsPath string
+	if err == nil {
+		undo.Add("unmounting rootfs", func() error { return rootfs.UnmountOverlay(filepath.Join(ctr.Bundle, "fs")) })
+		rootfsPath, err = rootfs.MountOverlay(img, filepath.Join(ctr.Bundle, "fs"))
 	}
-	// The rootfs (directories and an overlay mount) and the spec (built,
-	// then written as config.json and layers.json) need only the bundle:
-	// they are made side by side, as a sandbox's stages are.
-	fsDir := filepath.Join(ctr.Bundle, "fs")
-	undo.Add("unmounting rootfs", func() error { return rootfs.UnmountOverlay(fsDir) })
-	mounted := make(chan error, 1)
-	go func() {
-		end := rec.StartChild(op, "ctr "+md.Name+" rootfs")
-		_, err := rootfs.MountOverlay(img, fsDir)
-		end(err)
-		if err == nil {
-			err = failpoint.Hit("after-ctr-" + md.Name + "-rootfs")
-		}
-		if err != nil {
-			err = fmt.Errorf("container %q rootfs: %w", md.Name, err)
-		}
-		mounted <- err
-	}()
-	end := rec.StartChild(op, "ctr "+md.Name+" config")
-	err = r.containerSpec(p, cfg, img, rootfs.MergedDir(fsDir), ctr.Bundle, ctr.ID)
+	end(err)
+	if err == nil {
+		err = failpoint.Hit("after-ctr-" + md.Name + "-rootfs")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("container %q rootfs: %w", md.Name, err)
+	}
+
+	end = rec.StartChild(op, "ctr "+md.Name+" config")
+	err = r.containerSpec(p, cfg, img, rootfsPath, ctr.Bundle, ctr.ID)
 	if err == nil {
 		err = os.MkdirAll(filepath.Dir(ctr.LogPath), 0o755)
 	}
 	end(err)
 	if err == nil {
 		err = failpoint.Hit("after-ctr-" + md.Name + "-config")
-	}
-	// The mount is waited for even after a failed spec: the rollback
-	// must not unmount before it.
-	if merr := <-mounted; merr != nil {
-		err = errors.Join(merr, err)
 	}
 	if err != nil {
 		return nil, err
