@@ -107,21 +107,7 @@ cat > "$C/net.d/10-kbench.conflist" <<'EOF'
   {"type": "bridge", "bridge": "kbench0", "isGateway": true, "hairpinMode": true,
    "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.79.0.0/16"}]], "routes": [{"dst": "0.0.0.0/0"}]}}]}
 EOF
-cat > "$C/config.toml" <<EOF
-version = 2
-root = "$C/root"
-state = "$C/state"
-disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
-[grpc]
-  address = "$C_SOCK"
-[ttrpc]
-  address = "$C_SOCK.ttrpc"
-[debug]
-  address = ""
-[metrics]
-  address = ""
-[plugins."io.containerd.internal.v1.opt"]
-  path = "$C/opt"
+{ containerd_config "$C" "$C_SOCK"; cat <<EOF; } > "$C/config.toml"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "registry.k8s.io/pause:3.6"
   restrict_oom_score_adj = true

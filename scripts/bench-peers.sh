@@ -328,22 +328,7 @@ cctr() { ctr -a "$WORK/containerd/containerd.sock" -n "$TAG" "$@"; }
 if [ -n "${ENABLED[ctr]:-}${ENABLED[pull]:-}" ]; then
   C=$WORK/containerd
   mkdir -p "$C/fifo" "$C/runc" "$C/opt"
-  cat > "$C/config.toml" <<EOF
-version = 2
-root = "$C/root"
-state = "$C/state"
-disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
-[grpc]
-  address = "$C/containerd.sock"
-[ttrpc]
-  address = "$C/containerd.sock.ttrpc"
-[debug]
-  address = ""
-[metrics]
-  address = ""
-[plugins."io.containerd.internal.v1.opt"]
-  path = "$C/opt"
-EOF
+  containerd_config "$C" "$C/containerd.sock" io.containerd.grpc.v1.cri > "$C/config.toml"
   containerd --config "$C/config.toml" </dev/null >"$C/containerd.log" 2>&1 &
   CONTAINERD_PID=$!
   for _ in $(seq 100); do [ -S "$C/containerd.sock" ] && break; sleep 0.05; done

@@ -18,6 +18,7 @@ set -euo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")/.."
 REPO=$PWD
+. scripts/peers/lib.sh
 export PATH=$PATH:/usr/local/go/bin
 
 ONLY="" BENCH=0 VALIDATE=1 DOC=1 TARGET=test/critest-target PODLAB=$REPO/bin/podlab
@@ -143,21 +144,7 @@ start_containerd() {
   {"type": "loopback"}]}
 EOF
   SOCK=$d/containerd.sock
-  cat > "$d/config.toml" <<EOF
-version = 2
-root = "$d/root"
-state = "$d/state"
-disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
-[grpc]
-  address = "$SOCK"
-[ttrpc]
-  address = "$SOCK.ttrpc"
-[debug]
-  address = ""
-[metrics]
-  address = ""
-[plugins."io.containerd.internal.v1.opt"]
-  path = "$d/opt"
+  { containerd_config "$d" "$SOCK"; cat <<EOF; } > "$d/config.toml"
 [plugins."io.containerd.grpc.v1.cri"]
   disable_tcp_service = true
   stream_server_address = "127.0.0.1"

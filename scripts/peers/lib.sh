@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# scripts/peers/lib.sh: helpers shared by bench-peers.sh, peers/scale-curve.sh
-# and gen-benchmarks-doc.sh. Sourced, never run. Pure bash + awk: the timing
+# scripts/peers/lib.sh: helpers shared by bench-peers.sh, peers/scale-curve.sh,
+# gen-benchmarks-doc.sh, bench-kubelet.sh and critest.sh. Sourced, never run. Pure bash + awk: the timing
 # loops fork nothing beyond the command being timed.
 #
 # Times are integers in microseconds, from bash's EPOCHREALTIME (µs
@@ -188,4 +188,35 @@ wait_gone() {
 open_sleep_fd() {
   mkfifo "$1/sleep.fifo"
   exec {SLEEP_FD}<>"$1/sleep.fifo"
+}
+
+# containerd_config DIR SOCK [PLUGIN...]: the top of a private containerd's
+# config.toml (version 2) on stdout: root, state and opt under DIR, its
+# gRPC and ttrpc sockets at SOCK, no debug or metrics endpoint, and the
+# snapshotters and tracing this host has no use for disabled, with the
+# extra PLUGINs. Callers append their own plugin sections (the CRI's).
+containerd_config() {
+  local dir=$1 sock=$2 p disabled=""
+  shift 2
+  for p in "$@" io.containerd.snapshotter.v1.btrfs io.containerd.snapshotter.v1.zfs \
+    io.containerd.snapshotter.v1.devmapper io.containerd.snapshotter.v1.aufs \
+    io.containerd.tracing.processor.v1.otlp io.containerd.internal.v1.tracing; do
+    disabled+="${disabled:+, }\"$p\""
+  done
+  cat <<EOF
+version = 2
+root = "$dir/root"
+state = "$dir/state"
+disabled_plugins = [$disabled]
+[grpc]
+  address = "$sock"
+[ttrpc]
+  address = "$sock.ttrpc"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$dir/opt"
+EOF
 }
