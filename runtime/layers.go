@@ -47,7 +47,6 @@ type sandboxInfo struct {
 	// container with PID NamespaceMode TARGET joins.
 	TargetPID  int
 	CgroupPath string
-	CgroupV2   bool // the host's cgroups are v2 (unified)
 	// OOMScoreAdjFloor is the lowest oom_score_adj the kernel lets this
 	// process give a container (see proc.OOMScoreAdjFloor).
 	OOMScoreAdjFloor int
