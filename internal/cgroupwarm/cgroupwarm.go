@@ -18,13 +18,15 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 
 	"github.com/opencontainers/cgroups"
 )
 
 // procs is the cgroup.procs file of this process's own cgroup in one
-// hierarchy, or "" when none is found.
-var procs = func() string {
+// hierarchy, or "" when none is found; looked up at the first Start, not
+// at the start of every program that imports this package.
+var procs = sync.OnceValue(func() string {
 	own, err := cgroups.ParseCgroupFile("/proc/self/cgroup")
 	if err != nil {
 		return ""
@@ -40,7 +42,7 @@ var procs = func() string {
 		return ""
 	}
 	return filepath.Join(mnt, own["pids"], "cgroup.procs")
-}()
+})
 
 // Start moves this process into the cgroup it is in, in the background.
 // The move changes nothing; only its wait is wanted, so an error (no
@@ -51,8 +53,9 @@ func Start() {
 
 // move writes this process's PID into the cgroup.procs of its own cgroup.
 func move() error {
-	if procs == "" {
+	p := procs()
+	if p == "" {
 		return errors.New("cgroupwarm: this process's cgroup was not found")
 	}
-	return os.WriteFile(procs, []byte(strconv.Itoa(os.Getpid())), 0)
+	return os.WriteFile(p, []byte(strconv.Itoa(os.Getpid())), 0)
 }

@@ -15,7 +15,7 @@ func TestMoveChangesNoCgroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := move(); err != nil {
-		t.Fatalf("moving into its own cgroup (%s): %v", procs, err)
+		t.Fatalf("moving into its own cgroup (%s): %v", procs(), err)
 	}
 	after, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
