@@ -71,8 +71,10 @@ func (s *criServer) crictlTTY(t *testing.T, rows, cols int, stdin string, args .
 	return runResult(cmd)
 }
 
-// awaitSize waits until the tty has a size (a pty starts at 0 0).
-const awaitSize = `while [ "$(stty size)" = "0 0" ]; do sleep 0.05; done`
+// awaitSize waits until the tty has a size. A pty starts at 0 0, and
+// busybox's stty then prints no size at all, only an error on stderr: the
+// wait is for a size that is printed and is not 0 0.
+const awaitSize = `until s=$(stty size 2>/dev/null) && [ -n "$s" ] && [ "$s" != "0 0" ]; do sleep 0.05; done`
 
 func TestCRIStreaming(t *testing.T) {
 	rootSetup(t)
