@@ -428,12 +428,38 @@ func (r *Runtime) lockedContainer(id string) (*state.Pod, *state.Container, *sta
 	return p, c, lock, nil
 }
 
+// refreshRecorded brings c's record up to date where it needs no word
+// from the shim, and says whether it did. The shim writes exit.json before
+// it answers that a container stopped, and only StartContainer turns a
+// created container into a running one: a running container without an
+// exit.json is running while its shim lives. A created one may have been
+// started by a StartContainer whose record was lost (a crash between the
+// shim's start and the save): only the shim can tell.
+func refreshRecorded(p *state.Pod, c *state.Container) bool {
+	if p.ShimSocket == "" {
+		return false
+	}
+	if readExit(c) {
+		return true
+	}
+	if c.State != ContainerRunning {
+		return false
+	}
+	markOrphaned(p, c)
+	return true
+}
+
 // refreshTask brings c's record up to date: its exit, once the shim
-// recorded it (exit.json), else the shim's answer, dialing it on first
-// need (*client stays nil when the shim cannot be reached).
+// recorded it (exit.json), else the shim's answer where the record cannot
+// tell (refreshRecorded), dialing it on first need (*client stays nil when
+// the shim cannot be reached).
 func (r *Runtime) refreshTask(p *state.Pod, c *state.Container, client **shim.Client) {
-	RefreshContainer(c)
-	if c.State == ContainerExited || p.ShimSocket == "" {
+	if p.ShimSocket == "" {
+		RefreshContainer(c)
+		return
+	}
+	known := refreshRecorded(p, c)
+	if c.State == ContainerExited {
 		return
 	}
 	if *client == nil {
@@ -443,6 +469,9 @@ func (r *Runtime) refreshTask(p *state.Pod, c *state.Container, client **shim.Cl
 			return
 		}
 		*client = cl
+	}
+	if known {
+		return
 	}
 	st, err := (*client).State(context.Background(), c.ID)
 	if err != nil {
@@ -485,6 +514,18 @@ func markOrphaned(p *state.Pod, c *state.Container) {
 	}
 }
 
+// dialShim dials c's pod's shim: client is nil when the shim cannot be
+// reached (c is then marked orphaned if it runs); call done when finished
+// with it.
+func (r *Runtime) dialShim(p *state.Pod, c *state.Container) (client *shim.Client, done func()) {
+	client, err := shim.Dial(p.ShimSocket)
+	if err != nil {
+		markOrphaned(p, c)
+		return nil, func() {}
+	}
+	return client, func() { client.Close() }
+}
+
 // dialTask refreshes c and dials its pod's shim: client is nil when the
 // shim cannot be reached; call done when finished with it.
 func (r *Runtime) dialTask(p *state.Pod, c *state.Container) (client *shim.Client, done func()) {
@@ -515,7 +556,10 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 		return nil, err
 	}
 	defer lock.Unlock()
-	client, done := r.dialTask(p, c)
+	// No need to ask the shim first: it refuses to start a container that
+	// is not created.
+	refreshRecorded(p, c)
+	client, done := r.dialShim(p, c)
 	defer done()
 	if err := needTask(c, client, ContainerCreated, "start"); err != nil {
 		return nil, err
@@ -536,7 +580,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 		if ts, serr := client.State(context.Background(), c.ID); serr == nil && ts.Status == "running" {
 			// It did start (what failed came after): record it running,
 			// for a stop to find.
-			c.State, c.PID, c.ExitCode, c.FinishedAt = ContainerRunning, ts.PID, nil, nil
+			c.State, c.PID, c.ExitCode, c.FinishedAt, c.Reason, c.Message = ContainerRunning, ts.PID, nil, nil, "", ""
 		}
 		p.Spans = append(p.Spans, rec.Spans()...)
 		if serr := r.Sandbox.Store.Save(p); serr != nil {
@@ -663,8 +707,10 @@ func (r *Runtime) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 	if err != nil {
 		return nil, notFound(err)
 	}
-	_, done := r.dialTask(p, c)
-	done()
+	if !refreshRecorded(p, c) {
+		_, done := r.dialTask(p, c)
+		done()
+	}
 	st := &runtimeapi.ContainerStatus{
 		Id:          c.ID,
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: c.Attempt},

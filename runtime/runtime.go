@@ -287,19 +287,29 @@ func (r *Runtime) refresh(p *state.Pod) {
 // RefreshContainer fills in exit status written by the shim and corrects a
 // Running container whose process is gone.
 func RefreshContainer(c *state.Container) {
-	var ex shim.Exit
-	if data, err := os.ReadFile(filepath.Join(c.Bundle, "exit.json")); err == nil && json.Unmarshal(data, &ex) == nil {
-		c.State = ContainerExited
-		c.ExitCode = &ex.ExitCode
-		c.FinishedAt = &ex.FinishedAt
-		if ex.OOMKilled {
-			c.Reason = "OOMKilled" // as containerd and the kubelet name it
-		}
+	if readExit(c) {
 		return
 	}
 	if c.State == ContainerRunning && (c.PID <= 0 || syscall.Kill(c.PID, 0) != nil) {
 		c.State = ContainerUnknown
 	}
+}
+
+// readExit records c's exit from the exit.json its shim wrote, if there
+// is one.
+func readExit(c *state.Container) bool {
+	var ex shim.Exit
+	data, err := os.ReadFile(filepath.Join(c.Bundle, "exit.json"))
+	if err != nil || json.Unmarshal(data, &ex) != nil {
+		return false
+	}
+	c.State = ContainerExited
+	c.ExitCode = &ex.ExitCode
+	c.FinishedAt = &ex.FinishedAt
+	if ex.OOMKilled {
+		c.Reason = "OOMKilled" // as containerd and the kubelet name it
+	}
+	return true
 }
 
 // ContainerByName finds a container of p.
