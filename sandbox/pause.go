@@ -175,7 +175,11 @@ func startPause(rootfs, cgroupPath string, ns pauseNamespaces) (pid int, startTi
 	// test); otherwise its new parent reaps it.
 	var waitErr error
 	exited := make(chan struct{})
-	go func() { waitErr = cmd.Wait(); close(exited) }()
+	go func() {
+		proc.AwaitExit(pid) // in the netpoller, not in wait(2)
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
 	defer func() {
 		if retErr != nil {
 			cmd.Process.Kill()

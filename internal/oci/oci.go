@@ -23,6 +23,8 @@ import (
 	_ "github.com/opencontainers/runc/libcontainer/nsenter" // the C constructor that joins namespaces before Go starts
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/podlab/podlab/internal/proc"
 )
 
 // init serves libcontainer's re-exec (`ARGV0 init` in a new container) from
@@ -90,6 +92,9 @@ type Process struct {
 // Wait waits for the init to exit and returns its exit code (128+signal
 // for a signal, as shells and kubelet report it).
 func (p *Process) Wait() (int, error) {
+	if pid, err := p.proc.Pid(); err == nil {
+		proc.AwaitExit(pid) // in the netpoller, not in wait(2)
+	}
 	ps, err := p.proc.Wait()
 	if ps == nil {
 		return -1, err

@@ -103,33 +103,18 @@ func Stop(pid int, start uint64, grace time.Duration) error {
 		} else if err != nil {
 			return fmt.Errorf("signalling process %d: %w", pid, err)
 		}
-		if exited, err := waitExit(fd, step.wait); err != nil || exited {
-			return err
+		// A copy, which the wait closes: fd is still needed for SIGKILL.
+		waitFd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("waiting for process %d: %w", pid, err)
+		}
+		if exited, err := awaitPidfd(waitFd, step.wait); err != nil {
+			return fmt.Errorf("waiting for process %d: %w", pid, err)
+		} else if exited {
+			return nil
 		}
 	}
 	return fmt.Errorf("process %d did not exit after SIGKILL", pid)
-}
-
-// waitExit waits up to timeout for the pidfd's process to exit.
-func waitExit(fd int, timeout time.Duration) (bool, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		left := time.Until(deadline)
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, int((max(left, 0)+time.Millisecond-1)/time.Millisecond))
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return false, fmt.Errorf("waiting for process: %w", err)
-		}
-		if n > 0 {
-			return true, nil
-		}
-		if left <= 0 {
-			return false, nil
-		}
-	}
 }
 
 // FindByArgs returns the pids of processes whose command line holds args,

@@ -57,8 +57,13 @@ func Spawn(bin, stateDir, ociRoot, podID, socket string) (pid int, start uint64,
 		return 0, 0, fmt.Errorf("starting shim: %w", err)
 	}
 	exited := make(chan struct{})
-	// Reap it when it ends, if this process still runs then.
-	go func() { cmd.Wait(); close(exited) }()
+	// Reap it when it ends, if this process still runs then; waiting in
+	// the netpoller until then (proc.AwaitExit), not in wait(2).
+	go func() {
+		proc.AwaitExit(cmd.Process.Pid)
+		cmd.Wait()
+		close(exited)
+	}()
 	fail := func(err error) (int, uint64, error) {
 		cmd.Process.Kill()
 		<-exited
