@@ -463,12 +463,9 @@ func (r *Runtime) refreshTask(p *state.Pod, c *state.Container, client **shim.Cl
 		return
 	}
 	if *client == nil {
-		cl, err := shim.Dial(p.ShimSocket)
-		if err != nil {
-			markOrphaned(p, c)
+		if *client = dialOrOrphan(p, c); *client == nil {
 			return
 		}
-		*client = cl
 	}
 	if known {
 		return
@@ -514,16 +511,15 @@ func markOrphaned(p *state.Pod, c *state.Container) {
 	}
 }
 
-// dialShim dials c's pod's shim: client is nil when the shim cannot be
-// reached (c is then marked orphaned if it runs); call done when finished
-// with it.
-func (r *Runtime) dialShim(p *state.Pod, c *state.Container) (client *shim.Client, done func()) {
+// dialOrOrphan dials c's pod's shim; when the shim cannot be reached it
+// returns nil, and c, if recorded running, is marked orphaned.
+func dialOrOrphan(p *state.Pod, c *state.Container) *shim.Client {
 	client, err := shim.Dial(p.ShimSocket)
 	if err != nil {
 		markOrphaned(p, c)
-		return nil, func() {}
+		return nil
 	}
-	return client, func() { client.Close() }
+	return client
 }
 
 // dialTask refreshes c and dials its pod's shim: client is nil when the
@@ -559,8 +555,10 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	// No need to ask the shim first: it refuses to start a container that
 	// is not created.
 	refreshRecorded(p, c)
-	client, done := r.dialShim(p, c)
-	defer done()
+	client := dialOrOrphan(p, c)
+	if client != nil {
+		defer client.Close()
+	}
 	if err := needTask(c, client, ContainerCreated, "start"); err != nil {
 		return nil, err
 	}
