@@ -490,8 +490,8 @@ func (r *Runtime) refreshTask(p *state.Pod, c *state.Container, client **shim.Cl
 			c.StartedAt = &started
 		}
 	case shim.StatusStopped:
-		RefreshContainer(c) // the shim writes exit.json before it answers stopped
-		if c.State != ContainerExited {
+		// The shim writes exit.json before it answers stopped.
+		if !readExit(c) {
 			code := st.ExitCode
 			finished := st.FinishedAt
 			c.State, c.ExitCode, c.FinishedAt = ContainerExited, &code, &finished
