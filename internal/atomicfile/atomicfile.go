@@ -1,11 +1,14 @@
 // Package atomicfile replaces a file's content atomically: readers see the
 // old file or the new one, never half of it. It is a leaf: it imports only
-// the standard library.
+// the standard library and x/sys/unix.
 package atomicfile
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // WriteFile writes data to path with mode perm, through a temporary file in
@@ -28,6 +31,14 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 // only guard against a power loss, after which no process, mount or
 // namespace the file describes exists. runc saves its state.json so. On a
 // disk-backed /run a sync costs 0.5–1 ms, several per container.
+//
+// An existing regular file is exchanged with the new one (renameat2
+// RENAME_EXCHANGE), and the old content, now under the temporary name,
+// unlinked. A plain rename over it would make ext4 (auto_da_alloc) start
+// writing the new file's data out before the rename, the guard for
+// programs that skip the sync WriteVolatile skips on purpose: 0.3 ms a
+// save against 0.1 on a disk-backed /run. Readers see the old file or the
+// new one either way.
 func WriteVolatile(path string, data []byte, perm os.FileMode) error {
 	return write(path, data, perm, false)
 }
@@ -60,5 +71,25 @@ func write(path string, data []byte, perm os.FileMode, sync bool) (err error) {
 	if err := f.Close(); err != nil {
 		return err
 	}
+	if !sync && isRegular(path) {
+		switch err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE); {
+		case err == nil:
+			// tmp is the old content now; a crash before this leaves it
+			// behind as a failed write would, a dot file.
+			os.Remove(tmp)
+			return nil
+		case !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS):
+			return err
+		}
+		// The file went away (ENOENT), or a file system or kernel
+		// without RENAME_EXCHANGE: a plain rename.
+	}
 	return os.Rename(tmp, path)
+}
+
+// isRegular reports whether path is a regular file (not followed): only one
+// is exchanged, anything else is renamed over, or refused, as rename does.
+func isRegular(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode().IsRegular()
 }
