@@ -109,9 +109,10 @@ func (p *Process) Wait() (int, error) {
 // cgroup, mounts, createRuntime and createContainer hooks) and waits to
 // exec the user's process: `runc create` done, `runc start` not yet.
 type Created struct {
-	Pid int
-	c   *libcontainer.Container
-	p   *libcontainer.Process
+	Pid     int
+	c       *libcontainer.Container
+	p       *libcontainer.Process
+	oomFile string // see OOMKilled
 }
 
 // Create is the first half of Start, as `runc create` is: on error nothing
@@ -151,7 +152,7 @@ func (r *Runtime) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ *C
 	if err != nil {
 		return nil, fmt.Errorf("state of container %s: %w", id, err)
 	}
-	return &Created{Pid: st.InitProcessPid, c: c, p: p}, nil
+	return &Created{Pid: st.InitProcessPid, c: c, p: p, oomFile: oomFile(st.CgroupPaths)}, nil
 }
 
 // Start lets the init exec the user's process (`runc start`). On error the
