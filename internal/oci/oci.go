@@ -165,6 +165,16 @@ func (c *Created) Start() (*Process, error) {
 	return &Process{Pid: c.Pid, proc: c.p}, nil
 }
 
+// DestroyExited removes the cgroup and libcontainer state of a container
+// whose init has exited and been waited for (Process.Wait); libcontainer
+// refuses while it runs.
+func (c *Created) DestroyExited() error {
+	if err := c.c.Destroy(); err != nil {
+		return fmt.Errorf("destroying container %s: %w", c.c.ID(), err)
+	}
+	return nil
+}
+
 // Destroy kills the waiting init, reaps it, and removes the container's
 // cgroup and libcontainer state.
 func (c *Created) Destroy() error {

@@ -168,6 +168,7 @@ type taskContainer struct {
 	startedAt  time.Time
 	finishedAt time.Time
 	gone       bool          // deleted: callers that found it before must not use it
+	released   bool          // its libcontainer state and cgroup are gone (see release)
 	exited     chan struct{} // closed once the exit is recorded
 	execs      map[string]*streamExec
 }
@@ -429,6 +430,32 @@ func (t *taskService) waitExit(c *taskContainer, run *started) {
 	run.pumps.Wait()
 	run.closeIO()
 	t.recordExit(c, code, run.created.OOMKilled())
+	t.release(c)
+}
+
+// release removes an exited container's libcontainer state and cgroup
+// once its exit is recorded, as containerd's CRI plugin deletes a task
+// when it exits, instead of in Delete: the kubelet keeps an exited
+// container (its status, its log) until it is garbage, and a Stop has its
+// answer already. Its rootfs, log and record stay until Delete, which
+// waits on op and then finds nothing left to destroy. On failure Delete
+// tries again.
+func (t *taskService) release(c *taskContainer) {
+	c.op.Lock()
+	defer c.op.Unlock()
+	c.mu.Lock()
+	run, skip := c.run, c.gone || c.released || c.status != StatusStopped
+	c.mu.Unlock()
+	if skip {
+		return
+	}
+	if err := t.spawning(run.created.DestroyExited); err != nil {
+		fmt.Fprintf(os.Stderr, "podlab-shim: releasing container %s: %v\n", c.id, err)
+		return
+	}
+	c.mu.Lock()
+	c.released = true
+	c.mu.Unlock()
 }
 
 // recordExit writes exit.json and marks c stopped.
@@ -556,8 +583,13 @@ func (t *taskService) remove(c *taskContainer) error {
 			return err
 		}
 	}
-	if err := t.spawning(func() error { return t.shim.OCI.Delete(c.id) }); err != nil {
-		return fmt.Errorf("deleting container %s: %w", c.id, err)
+	c.mu.Lock()
+	released := c.released
+	c.mu.Unlock()
+	if !released {
+		if err := t.spawning(func() error { return t.shim.OCI.Delete(c.id) }); err != nil {
+			return fmt.Errorf("deleting container %s: %w", c.id, err)
+		}
 	}
 	t.forget(c)
 	return nil

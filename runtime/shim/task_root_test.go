@@ -175,6 +175,17 @@ func (tt *taskTest) cgroupDirs() []string {
 	return dirs
 }
 
+// containerCgroups lists container id's cgroup in every hierarchy (v1, v2
+// beside it, or v2 alone).
+func (tt *taskTest) containerCgroups(id string) []string {
+	rel := strings.TrimPrefix(tt.cgroupBase, "/") + "/" + id
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", rel))
+	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", rel)); err == nil {
+		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", rel))
+	}
+	return dirs
+}
+
 // cleanup ends whatever a failed test left: the shim, the containers,
 // their cgroups.
 func (tt *taskTest) cleanup(shimPID *int, shimStart *uint64) {
@@ -380,6 +391,9 @@ func TestTaskShim(t *testing.T) {
 		t.Fatalf("Start two: %v", err)
 	}
 	mustState(t, c, "one", StatusRunning)
+	if len(tt.containerCgroups("two")) == 0 {
+		t.Error("no cgroup found for the running container two: the checks for removed ones would not look")
+	}
 	stats, err := c.Stats(ctx(), "two")
 	if err != nil {
 		t.Fatalf("Stats: %v", err)
@@ -425,6 +439,11 @@ func TestTaskShim(t *testing.T) {
 	if proc.Alive(st.PID, start1) {
 		t.Errorf("one's init %d still runs", st.PID)
 	}
+	// Its cgroup and libcontainer state go with its exit, not at Delete.
+	waitFor(t, "one's cgroups and libcontainer state to go after its exit", func() bool {
+		_, err := os.Stat(filepath.Join(tt.oci.Root, "one"))
+		return os.IsNotExist(err) && len(tt.containerCgroups("one")) == 0
+	})
 	if _, err := c.Exec(ctx(), ExecRequest{ID: "one", Process: *proc1}); err == nil || !strings.Contains(err.Error(), "container one is not running") {
 		t.Errorf("Exec in a stopped container: %v", err)
 	}
