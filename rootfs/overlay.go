@@ -250,6 +250,11 @@ func UnmountOverlay(dir string) error {
 			return fmt.Errorf("unmounting overlay %s: refusing, it holds %q and so is not a directory MountOverlay made", dir, e.Name())
 		}
 	}
+	// The overlay itself first, without reading mountinfo for it: the
+	// loop below then reads it once, finding nothing, in the usual case.
+	if err := unmount(filepath.Join(dir, "merged")); err != nil {
+		return fmt.Errorf("unmounting overlay %s: %w", dir, err)
+	}
 	// Repeat: mounts can be stacked on one mount point.
 	for range 16 {
 		mounts, err := mountsUnder(dir)
