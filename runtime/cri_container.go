@@ -254,6 +254,17 @@ func criDefaults(p *state.Pod, req *runtimeapi.ContainerConfig, podDir string) (
 		// with a privileged container privileged.
 		return nil, errdefs.InvalidArgument("config.linux.security_context.privileged: pod sandbox %s is not privileged (its linux.security_context.privileged), so none of its containers may be", state.ShortID(p.ID))
 	}
+	// /dev/shm is the pod's when the container is in the pod's IPC
+	// namespace, the node's in the node's, as containerd binds them. A pod
+	// recorded before pods had one leaves the default spec's tmpfs.
+	if !hasMount(cfg.Mounts, "/dev/shm") {
+		switch ipc := sc.NamespaceOptions.Ipc; {
+		case p.HostIPC || ipc == runtimeapi.NamespaceMode_NODE:
+			cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: "/dev/shm", HostPath: "/dev/shm"})
+		case ipc == runtimeapi.NamespaceMode_POD && p.DevShm != "":
+			cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: "/dev/shm", HostPath: p.DevShm})
+		}
+	}
 	// The runtime's own files, unless the client mounts its own (the
 	// kubelet mounts the /etc/hosts it manages).
 	for _, f := range []struct{ name, path string }{{"hosts", "/etc/hosts"}, {"hostname", "/etc/hostname"}, {"resolv.conf", "/etc/resolv.conf"}} {

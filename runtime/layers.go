@@ -74,6 +74,26 @@ var (
 // defaultPath is containerd's default PATH for images that set none.
 const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
+// withoutReplaced is defaults less the mounts that binds replace, as
+// containerd's WithMounts drops them: one at the same destination, and
+// every one under /dev when a bind is /dev. Mounting both would hide the
+// default under the bind at the cost of a mount in every container start.
+func withoutReplaced(defaults, binds []specs.Mount) []specs.Mount {
+	dests := map[string]bool{}
+	for _, b := range binds {
+		dests[filepath.Clean(b.Destination)] = true
+	}
+	var out []specs.Mount
+	for _, m := range defaults {
+		dest := filepath.Clean(m.Destination)
+		if dests[dest] || (dests["/dev"] && strings.HasPrefix(dest, "/dev/")) {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
 // buildOCI is the runtime layer: the OCI spec a CRI runtime generates from
 // the CRI ContainerConfig, the image config and the sandbox, on top of
 // runc's default spec (masked and read-only /proc paths, default mounts).
@@ -130,27 +150,28 @@ func buildOCI(cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, ct
 		p.Capabilities.Effective = caps
 	}
 
+	var binds []specs.Mount
 	for i, m := range cfg.Mounts {
 		bm, err := bindMount(m, fmt.Sprintf("config.mounts[%d]", i), s)
 		if err != nil {
 			return nil, err
 		}
-		s.Mounts = append(s.Mounts, bm)
+		binds = append(binds, bm)
 	}
 	for _, m := range inj.RuntimeMounts {
 		opts := []string{"rbind", "rprivate"}
 		if m.ReadOnly {
 			opts = append(opts, "ro")
 		}
-		s.Mounts = append(s.Mounts, specs.Mount{Destination: m.ContainerPath, Source: m.HostPath, Type: "bind", Options: opts})
+		binds = append(binds, specs.Mount{Destination: m.ContainerPath, Source: m.HostPath, Type: "bind", Options: opts})
 	}
-	// The runtime's mounts must precede binds under them (a volume at
-	// /dev/foo after the /dev tmpfs): keep the default ones first, then
-	// sort binds by depth so parents mount before children.
-	sort.SliceStable(s.Mounts[len(specconv.Example().Mounts):], func(i, j int) bool {
-		base := len(specconv.Example().Mounts)
-		return strings.Count(s.Mounts[base+i].Destination, "/") < strings.Count(s.Mounts[base+j].Destination, "/")
+	// Binds sort by depth, so parents mount before children; the default
+	// mounts come first, as a volume at /dev/foo must follow the /dev
+	// tmpfs, but without those a bind replaces.
+	sort.SliceStable(binds, func(i, j int) bool {
+		return strings.Count(binds[i].Destination, "/") < strings.Count(binds[j].Destination, "/")
 	})
+	s.Mounts = append(withoutReplaced(s.Mounts, binds), binds...)
 
 	l := s.Linux
 	l.CgroupsPath = filepath.Join(sb.CgroupPath, ctrID)

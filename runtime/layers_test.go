@@ -4,10 +4,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/opencontainers/runc/libcontainer/specconv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -231,5 +233,30 @@ func TestCopyLogsRejoinsPartialLines(t *testing.T) {
 	}
 	if out.String() != "one\nabcdef\n" || errOut.String() != "err\n" {
 		t.Errorf("stdout %q stderr %q", out.String(), errOut.String())
+	}
+}
+
+// A bind replaces the default mount at its destination, and a bind of
+// /dev every default under /dev, as containerd's WithMounts drops them.
+func TestWithoutReplaced(t *testing.T) {
+	defaults := specconv.Example().Mounts
+	dests := func(ms []specs.Mount) (out []string) {
+		for _, m := range ms {
+			out = append(out, m.Destination)
+		}
+		return out
+	}
+	got := dests(withoutReplaced(defaults, []specs.Mount{{Destination: "/dev/shm/"}, {Destination: "/data"}}))
+	if slices.Contains(got, "/dev/shm") || len(got) != len(defaults)-1 {
+		t.Errorf("with a /dev/shm bind: %v, want the defaults %v without /dev/shm", got, dests(defaults))
+	}
+	got = dests(withoutReplaced(defaults, []specs.Mount{{Destination: "/dev"}}))
+	for _, d := range got {
+		if d == "/dev" || strings.HasPrefix(d, "/dev/") {
+			t.Errorf("with a /dev bind, default %s stays: %v", d, got)
+		}
+	}
+	if !slices.Contains(got, "/proc") || !slices.Contains(got, "/sys") {
+		t.Errorf("with a /dev bind, the defaults outside /dev went too: %v", got)
 	}
 }

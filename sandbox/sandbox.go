@@ -192,6 +192,7 @@ func (m *Manager) Create(spec Spec, rec *trace.Recorder) (*state.Pod, error) {
 	}
 	if !spec.HostIPC {
 		p.IPCNS = filepath.Join(m.Config.NamespacesDir, "ipcns", nsName)
+		p.DevShm = filepath.Join(m.Store.PodDir(p.ID), "shm")
 	}
 	end := rec.Start("state")
 	err := m.Store.Create(p)
@@ -287,6 +288,15 @@ func (m *Manager) Start(ctx context.Context, p *state.Pod, rec *trace.Recorder) 
 		end(err)
 		if err != nil {
 			return fmt.Errorf("namespaces stage: %w", err)
+		}
+	}
+	if p.DevShm != "" {
+		undo.Add("unmounting pod shm", func() error { return removeDevShm(p.DevShm) })
+		end = rec.Start("shm")
+		err = mountDevShm(p.DevShm)
+		end(err)
+		if err != nil {
+			return fmt.Errorf("shm stage: %w", err)
 		}
 	}
 	if len(p.Sysctls) > 0 {
@@ -465,7 +475,8 @@ func (m *Manager) halt(ctx context.Context, p *state.Pod, grace time.Duration, r
 	return errors.Join(m.stopPause(p, grace, rec), m.detach(ctx, p, rec))
 }
 
-// stopPause stops the pause and removes the pod's pinned namespaces. A
+// stopPause stops the pause and removes the pod's pinned namespaces and
+// its /dev/shm. A
 // record without the pause's pid is a pod whose start crashed: its pause,
 // if it got that far, is the process in the pause's cgroup.
 func (m *Manager) stopPause(p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
@@ -481,6 +492,12 @@ func (m *Manager) stopPause(p *state.Pod, grace time.Duration, rec *trace.Record
 	if len(podPins(p)) > 0 {
 		end = rec.Start("pod ns remove")
 		err = removePins(p)
+		end(err)
+		errs = append(errs, err)
+	}
+	if p.DevShm != "" {
+		end = rec.Start("shm remove")
+		err = removeDevShm(p.DevShm)
 		end(err)
 		errs = append(errs, err)
 	}

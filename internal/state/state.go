@@ -57,8 +57,12 @@ type Pod struct {
 	State     string    `json:"state"`
 	Created   time.Time `json:"created"`
 
-	NetNS       string   `json:"netns,omitempty"`
-	IPCNS       string   `json:"ipcns,omitempty"` // pinned; "" = the host's
+	NetNS string `json:"netns,omitempty"`
+	IPCNS string `json:"ipcns,omitempty"` // pinned; "" = the host's
+	// DevShm is the pod's /dev/shm, a tmpfs that its containers in the
+	// pod's IPC namespace share, as they share that namespace (containerd's
+	// sandbox shm); "" with the host's IPC namespace.
+	DevShm      string   `json:"devShm,omitempty"`
 	UTSNS       string   `json:"utsns,omitempty"` // pinned; "" = the host's
 	IPs         []string `json:"ips,omitempty"`
 	Gateway     string   `json:"gateway,omitempty"`
