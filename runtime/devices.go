@@ -3,10 +3,13 @@ package runtime
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/moby/sys/capability"
+	"github.com/moby/sys/devices"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -38,6 +41,26 @@ func addDevice(s *specs.Spec, d *runtimeapi.Device) error {
 	}
 	s.Linux.Devices = append(s.Linux.Devices, specs.LinuxDevice{Path: d.ContainerPath, Type: typ, Major: major, Minor: minor, FileMode: &mode, UID: &uid, GID: &gid})
 	s.Linux.Resources.Devices = append(s.Linux.Resources.Devices, specs.LinuxDeviceCgroup{Allow: true, Type: typ, Major: &major, Minor: &minor, Access: perms})
+	return nil
+}
+
+// addHostDevices adds every device node of the host's /dev to a
+// privileged container's spec, as containerd's WithHostDevices does (the
+// devices cgroup then allows all), except those the config's devices put
+// at the same path. moby/sys/devices walks /dev as runc and containerd do,
+// without pts, shm, mqueue, fd and the console.
+func addHostDevices(s *specs.Spec, own []*runtimeapi.Device) error {
+	devs, err := devices.HostDevices()
+	if err != nil {
+		return fmt.Errorf("listing the host's devices: %w", err)
+	}
+	for _, d := range devs {
+		if slices.ContainsFunc(own, func(o *runtimeapi.Device) bool { return filepath.Clean(o.ContainerPath) == d.Path }) {
+			continue
+		}
+		mode, uid, gid := d.FileMode, d.Uid, d.Gid
+		s.Linux.Devices = append(s.Linux.Devices, specs.LinuxDevice{Path: d.Path, Type: string(d.Type), Major: d.Major, Minor: d.Minor, FileMode: &mode, UID: &uid, GID: &gid})
+	}
 	return nil
 }
 

@@ -199,6 +199,11 @@ func buildOCI(cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, ct
 		slog.Warn("oom_score_adj clamped: no CAP_SYS_RESOURCE", "container", cfg.Metadata.Name, "asked", cfg.Linux.Resources.GetOomScoreAdj(), "set", adj)
 	}
 	p.OOMScoreAdj = &adj
+	if sc.Privileged {
+		if err := addHostDevices(s, cfg.Devices); err != nil {
+			return nil, fmt.Errorf("container %q: privileged: %w", cfg.Metadata.Name, err)
+		}
+	}
 	for _, d := range cfg.Devices {
 		if err := addDevice(s, d); err != nil {
 			return nil, fmt.Errorf("container %q: device %s: %w", cfg.Metadata.Name, d.HostPath, err)

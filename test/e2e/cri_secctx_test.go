@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/sys/devices"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -290,6 +291,15 @@ func TestCRISecurityContext(t *testing.T) {
 		if masked(t, priv) {
 			t.Error("privileged: /proc/keys is masked, want nothing masked")
 		}
+		// Privileged: the host's devices, as containerd gives them, and
+		// only then.
+		dev := hostOnlyDevice(t)
+		if _, e, code := execOut(t, rt, priv, "test", "-e", dev); code != 0 {
+			t.Errorf("privileged: the host's %s is missing (exit %d, %q)", dev, code, e)
+		}
+		if _, _, code := execOut(t, rt, def, "test", "-e", dev); code == 0 {
+			t.Errorf("unprivileged: the host's %s is there", dev)
+		}
 	})
 	t.Run("no_new_privs", func(t *testing.T) {
 		for _, nnp := range []bool{true, false} {
@@ -315,4 +325,23 @@ func TestCRISecurityContext(t *testing.T) {
 			t.Errorf("runtime handlers %v, want the default one with recursive read-only mounts (this kernel has mount_setattr)", r.RuntimeHandlers)
 		}
 	})
+}
+
+// hostOnlyDevice is a device node of the host's /dev that no container
+// gets by default: a privileged one gets them all.
+func hostOnlyDevice(t *testing.T) string {
+	t.Helper()
+	devs, err := devices.HostDevices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range devs {
+		switch d.Path {
+		case "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx":
+			continue
+		}
+		return d.Path
+	}
+	t.Fatal("the host's /dev has no device but the defaults")
+	return ""
 }
