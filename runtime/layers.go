@@ -39,6 +39,7 @@ type sandboxInfo struct {
 	IPCNS       string // pinned
 	UTSNS       string // pinned
 	PausePID    int
+	Hostname    string // what the container sees: the sandbox's, the node's on its network
 	HostNetwork bool
 	HostIPC     bool
 	HostPID     bool
@@ -109,9 +110,19 @@ func buildOCI(cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, ct
 	if len(p.Args) == 0 {
 		return nil, fmt.Errorf("container %q: no command given and image %s has no entrypoint or cmd", cfg.Metadata.Name, img.Name)
 	}
-	// Image envs first, then the CRI envs replace or extend them, as
+	// HOSTNAME, the sandbox's hostname, as containerd, CRI-O and Docker
+	// set it (scripts read $HOSTNAME, as the StatefulSet tutorial's do);
+	// then image envs, then the CRI envs replace or extend them, as
 	// containerd's WithEnv does; PATH defaults when neither sets it.
-	envs := append([]string(nil), img.Config.Env...)
+	var envs []string
+	if sb.Hostname != "" {
+		envs = append(envs, "HOSTNAME="+sb.Hostname)
+	}
+	for _, kv := range img.Config.Env {
+		if strings.Contains(kv, "=") {
+			envs = replaceEnv(envs, kv)
+		}
+	}
 	if cfg.Tty {
 		envs = replaceEnv(envs, "TERM=xterm")
 	}

@@ -78,7 +78,7 @@ func (r *Runtime) volumesDir(p *state.Pod) string {
 }
 
 func sandboxOf(p *state.Pod) sandboxInfo {
-	return sandboxInfo{PodID: p.ID, NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, PausePID: p.PausePID, HostNetwork: p.HostNetwork, HostIPC: p.HostIPC, HostPID: p.HostPID, SharePID: p.ShareProcNS, CgroupPath: p.CgroupPath, OOMScoreAdjFloor: oomScoreAdjFloor()}
+	return sandboxInfo{PodID: p.ID, NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, PausePID: p.PausePID, Hostname: podHostname(p), HostNetwork: p.HostNetwork, HostIPC: p.HostIPC, HostPID: p.HostPID, SharePID: p.ShareProcNS, CgroupPath: p.CgroupPath, OOMScoreAdjFloor: oomScoreAdjFloor()}
 }
 
 // oomScoreAdjFloor is this process's proc.OOMScoreAdjFloor, read once; 0

@@ -68,6 +68,9 @@ func TestCRINamespaceModes(t *testing.T) {
 		if got := s.crictlOK(t, "exec", "-s", id, "cat", "/etc/hostname"); got != host {
 			t.Errorf("/etc/hostname of a host-network pod %q, want the host's %q", got, host)
 		}
+		if got := environ(t, pid)["HOSTNAME"]; got != host {
+			t.Errorf("$HOSTNAME in a host-network pod %q, want the host's %q", got, host)
+		}
 		// The test's own process is visible from the container.
 		if got := s.crictlOK(t, "exec", "-s", id, "cat", fmt.Sprintf("/proc/%d/comm", os.Getpid())); got == "" {
 			t.Errorf("the host's process %d is not visible in a host-PID container", os.Getpid())
@@ -108,6 +111,10 @@ func TestCRINamespaceModes(t *testing.T) {
 		if got := s.crictlOK(t, "exec", "-s", dbg, "hostname"); got != "ns-target" {
 			t.Errorf("hostname %q, want ns-target", got)
 		}
+		// $HOSTNAME too, as containerd and CRI-O set it.
+		if got := environ(t, s.ctrPID(t, dbg))["HOSTNAME"]; got != "ns-target" {
+			t.Errorf("$HOSTNAME %q, want ns-target", got)
+		}
 
 		// A target that is not a container of the pod is refused.
 		rt, _ := s.client(t)
@@ -117,6 +124,22 @@ func TestCRINamespaceModes(t *testing.T) {
 			t.Errorf("CreateContainer with an unknown target: %v, want NotFound naming target_id", err)
 		}
 	})
+}
+
+// environ is process pid's environment.
+func environ(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, kv := range strings.Split(string(data), "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	return env
 }
 
 // hostAddress is an IPv4 address of the host other than loopback: the
