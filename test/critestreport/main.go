@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -392,6 +393,43 @@ type resultsSet struct {
 	} `json:"datapoints"`
 }
 
+// readRounds reads file from each round-N directory of dir, in round
+// order, or from dir itself when it has none (a single run).
+func readRounds(dir, file string) ([]*resultsSet, error) {
+	rounds, _ := filepath.Glob(filepath.Join(dir, "round-*"))
+	slices.SortFunc(rounds, func(a, b string) int { return roundNumber(a) - roundNumber(b) })
+	if len(rounds) == 0 {
+		rounds = []string{dir}
+	}
+	var sets []*resultsSet
+	for _, r := range rounds {
+		s, err := readSet(r, file)
+		if err != nil {
+			return nil, err
+		}
+		sets = append(sets, s)
+	}
+	return sets, nil
+}
+
+func roundNumber(dir string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(filepath.Base(dir), "round-"))
+	return n
+}
+
+// pooled is every round's cycles in one set.
+func pooled(sets []*resultsSet) *resultsSet {
+	if len(sets) == 0 {
+		return nil
+	}
+	all := *sets[0]
+	all.Datapoints = nil
+	for _, s := range sets {
+		all.Datapoints = append(all.Datapoints, s.Datapoints...)
+	}
+	return &all
+}
+
 func readSet(dir, file string) (*resultsSet, error) {
 	data, err := os.ReadFile(filepath.Join(dir, file))
 	if err != nil {
@@ -478,9 +516,11 @@ func benchmark(args []string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n## Through the CRI: critest -benchmark\n\n", beginMark)
 	fmt.Fprintf(&b, "critest v1.37.0's benchmark specs (`critest -benchmark`), against `podlab serve` and containerd %s,\n"+
-		"one after the other in the same `scripts/critest.sh --benchmark` run, %s, each on a private socket\n"+
+		"in turn in the same `scripts/critest.sh --benchmark` run, %s, each on a private socket\n"+
 		"and state, the images from the loopback registry of docs/conformance.md. Each cycle is sequential\n"+
-		"(one pod or container at a time); times in ms, nearest-rank percentiles.\n\n",
+		"(one pod or container at a time); times in ms, nearest-rank percentiles over the cycles of every\n"+
+		"round (podlab, containerd, podlab, containerd, …, a sync before each), and each round's own cycle\n"+
+		"ratio below its table: on a shared machine one noisy minute moves a single run's figure.\n\n",
 		*cver, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	if *params != "" {
 		p, err := os.ReadFile(*params)
@@ -494,8 +534,9 @@ func benchmark(args []string) error {
 		{"container_benchmark_data.json", "Container lifecycle (in one pod)", "container cycle"},
 		{"image_lifecycle_benchmark_data.json", "Image lifecycle (pull from the loopback registry)", "image cycle"},
 	} {
-		ps, perr := readSet(*pdir, f.file)
-		cs, cerr := readSet(*cdir, f.file)
+		pr, perr := readRounds(*pdir, f.file)
+		cr, cerr := readRounds(*cdir, f.file)
+		ps, cs := pooled(pr), pooled(cr)
 		fmt.Fprintf(&b, "### %s\n\n", f.title)
 		// A runtime whose benchmark failed wrote no data: its column is
 		// empty, and why is said.
@@ -516,8 +557,8 @@ func benchmark(args []string) error {
 			}
 			return cs.OperationsNames
 		}()
-		fmt.Fprintf(&b, "Cycles: podlab %d, containerd %d.\n\n| operation | podlab p50 | podlab p95 | containerd p50 | containerd p95 | podlab/containerd p50 |\n|---|---:|---:|---:|---:|---:|\n",
-			cycles(ps), cycles(cs))
+		fmt.Fprintf(&b, "Cycles: podlab %d, containerd %d (rounds: %d, %d).\n\n| operation | podlab p50 | podlab p95 | containerd p50 | containerd p95 | podlab/containerd p50 |\n|---|---:|---:|---:|---:|---:|\n",
+			cycles(ps), cycles(cs), len(pr), len(cr))
 		for i := -1; i < len(rows); i++ {
 			name := f.cycle
 			if i >= 0 {
@@ -532,6 +573,14 @@ func benchmark(args []string) error {
 				ms(rank(c, 50)), ms(rank(c, 95)), bold, ratio(rank(p, 50), rank(c, 50)), bold)
 		}
 		b.WriteString("\n")
+		if len(pr) > 1 && len(pr) == len(cr) {
+			var each []string
+			for i := range pr {
+				p, c := rank(column(pr[i], -1), 50), rank(column(cr[i], -1), 50)
+				each = append(each, fmt.Sprintf("%s (%s / %s)", ratio(p, c), ms(p), ms(c)))
+			}
+			fmt.Fprintf(&b, "The %s's p50 ratio round by round (podlab / containerd, ms): %s.\n\n", f.cycle, strings.Join(each, ", "))
+		}
 	}
 	b.WriteString(endMark + "\n")
 	return replaceSection(*doc, b.String())
