@@ -68,7 +68,7 @@ func TestCRINamespaceModes(t *testing.T) {
 		if got := s.crictlOK(t, "exec", "-s", id, "cat", "/etc/hostname"); got != host {
 			t.Errorf("/etc/hostname of a host-network pod %q, want the host's %q", got, host)
 		}
-		if got := environ(t, pid)["HOSTNAME"]; got != host {
+		if got := procEnv(t, pid)["HOSTNAME"]; got != host {
 			t.Errorf("$HOSTNAME in a host-network pod %q, want the host's %q", got, host)
 		}
 		// The test's own process is visible from the container.
@@ -112,7 +112,7 @@ func TestCRINamespaceModes(t *testing.T) {
 			t.Errorf("hostname %q, want ns-target", got)
 		}
 		// $HOSTNAME too, as containerd and CRI-O set it.
-		if got := environ(t, s.ctrPID(t, dbg))["HOSTNAME"]; got != "ns-target" {
+		if got := procEnv(t, s.ctrPID(t, dbg))["HOSTNAME"]; got != "ns-target" {
 			t.Errorf("$HOSTNAME %q, want ns-target", got)
 		}
 
@@ -124,22 +124,6 @@ func TestCRINamespaceModes(t *testing.T) {
 			t.Errorf("CreateContainer with an unknown target: %v, want NotFound naming target_id", err)
 		}
 	})
-}
-
-// environ is process pid's environment.
-func environ(t *testing.T, pid int) map[string]string {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{}
-	for _, kv := range strings.Split(string(data), "\x00") {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			env[k] = v
-		}
-	}
-	return env
 }
 
 // hostAddress is an IPv4 address of the host other than loopback: the
