@@ -206,10 +206,11 @@ run_critest() {
   for _ in $(seq 300); do [ -S "$SOCK" ] && break; sleep 0.1; done
   [ -S "$SOCK" ] || { echo "critest: $rt did not start" >&2; stop_runtime "$rt"; return 1; }
   local args=(-runtime-endpoint "unix://$SOCK" -image-endpoint "unix://$SOCK")
-  local t0=$SECONDS rc=0
+  local t0=$SECONDS rc=0 from=0
   if [ "$mode" = benchmark ]; then
     log=$OUT/$rt-benchmark.log
     [ "$round" -gt 1 ] || : > "$log"
+    from=$(wc -l < "$log")
     rm -rf "$OUT/$rt-benchmark/round-$round"; mkdir -p "$OUT/$rt-benchmark/round-$round"
     say "critest -benchmark against $rt, round $round of $ROUNDS (params: test/critest-benchmark.yaml)"
     "$CRITEST" "${args[@]}" -benchmark -benchmarking-params-file test/critest-benchmark.yaml \
@@ -222,7 +223,7 @@ run_critest() {
   fi
   echo "$((SECONDS - t0))" > "$OUT/$rt-$mode.seconds"
   # the ginkgo summary
-  grep -E '^(Ran [0-9]+ of|FAIL!|SUCCESS!|PASS|FAIL)|Passed \| [0-9]+ Failed' "$log" | sed "s/^/critest [$rt]: /" >&2 || :
+  tail -n +"$((from + 1))" "$log" | grep -E '^(Ran [0-9]+ of|FAIL!|SUCCESS!|PASS|FAIL)|Passed \| [0-9]+ Failed' | sed "s/^/critest [$rt]: /" >&2 || :
   say "$rt: critest exited $rc after $((SECONDS - t0)) s (log $log)"
   stop_runtime "$rt"
 }
