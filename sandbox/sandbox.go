@@ -298,6 +298,9 @@ func (m *Manager) Start(ctx context.Context, p *state.Pod, rec *trace.Recorder) 
 		if err != nil {
 			return fmt.Errorf("shm stage: %w", err)
 		}
+		if err := failpoint.Hit("after-shm"); err != nil {
+			return err
+		}
 	}
 	if len(p.Sysctls) > 0 {
 		end = rec.Start("sysctls")

@@ -56,7 +56,7 @@ func Hit(name string) error {
 // CNI_TYPE, CMD and CTR stand for a plugin type, ADD or DEL, and a
 // container name.
 var Names = []string{
-	"after-state", "after-netns", "after-cni-PLUGIN-ADD", "after-cni", "after-cgroup", "after-pause",
+	"after-state", "after-netns", "after-cni-PLUGIN-ADD", "after-cni", "after-shm", "after-cgroup", "after-pause",
 	"after-volumes", "after-ctr-CTR-rootfs", "after-ctr-CTR-config", "after-containers-recorded",
 	"shim-after-ctr-CTR-start", "after-shim",
 	"teardown-after-containers", "teardown-after-volumes", "teardown-after-pause-stop",

@@ -60,7 +60,7 @@ func podlabEnv(t *testing.T, env []string, stdin string, args ...string) result 
 }
 
 var runFailpoints = []string{
-	"after-state", "after-netns", "after-cni-bridge-ADD", "after-cni",
+	"after-state", "after-netns", "after-cni-bridge-ADD", "after-cni", "after-shm",
 	"after-cgroup", "after-pause", "after-volumes", "after-ctr-init-rootfs", "after-ctr-init-config",
 	"after-ctr-app-rootfs", "after-ctr-app-config", "after-containers-recorded",
 	"shim-after-ctr-init-start", "shim-after-ctr-app-start", "after-shim",
