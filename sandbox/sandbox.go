@@ -479,9 +479,9 @@ func (m *Manager) halt(ctx context.Context, p *state.Pod, grace time.Duration, r
 }
 
 // stopPause stops the pause and removes the pod's pinned namespaces and
-// its /dev/shm. A
-// record without the pause's pid is a pod whose start crashed: its pause,
-// if it got that far, is the process in the pause's cgroup.
+// its /dev/shm. A record without the pause's pid is a pod whose start
+// crashed: its pause, if it got that far, is the process in the pause's
+// cgroup.
 func (m *Manager) stopPause(p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
 	end := rec.Start("stop pause")
 	var err error
