@@ -6,13 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/containerd/continuity/fs"
+	securejoin "github.com/cyphar/filepath-securejoin"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
@@ -190,6 +194,11 @@ func (r *Runtime) containerSpec(p *state.Pod, req *runtimeapi.ContainerConfig, i
 	if err != nil {
 		return err
 	}
+	vols, err := imageVolumes(img, cfg.Mounts, rootfsPath, bundle)
+	if err != nil {
+		return err
+	}
+	cfg.Mounts = append(cfg.Mounts, vols...)
 	inj, err := r.runtimeInjection(p, cfg.Metadata.Name, isInitContainer(cfg))
 	if err != nil {
 		return err
@@ -222,6 +231,42 @@ func (r *Runtime) containerSpec(p *state.Pod, req *runtimeapi.ContainerConfig, i
 	}
 	l := &Layers{CRI: criJSON, OCI: spec, Injection: inj, Seccomp: profile}
 	return l.write(bundle)
+}
+
+// imageVolumes are the mounts containerd gives a container for its
+// image's VOLUMEs that no mount of the config covers: a directory of the
+// container's own, under its bundle and removed with it, holding a copy of
+// what the image has at that path (containerd's WithVolumes). A volume
+// stays writable under a read-only rootfs, as an image's users expect.
+func imageVolumes(img *rootfs.Image, mounts []*runtimeapi.Mount, rootfsPath, bundle string) ([]*runtimeapi.Mount, error) {
+	var out []*runtimeapi.Mount
+	for i, dst := range slices.Sorted(maps.Keys(img.Config.Volumes)) {
+		if !filepath.IsAbs(dst) {
+			return nil, errdefs.InvalidArgument("config.image: image %s declares VOLUME %q, not an absolute path", img.Name, dst)
+		}
+		dst = filepath.Clean(dst)
+		if hasMount(mounts, dst) {
+			continue
+		}
+		src := filepath.Join(bundle, "volumes", strconv.Itoa(i))
+		if err := os.MkdirAll(filepath.Dir(src), 0o700); err != nil {
+			return nil, err
+		}
+		from, err := securejoin.SecureJoin(rootfsPath, dst)
+		if err != nil {
+			return nil, err
+		}
+		if fi, err := os.Stat(from); err == nil && fi.IsDir() {
+			err = fs.CopyDir(src, from)
+			if err != nil {
+				return nil, fmt.Errorf("image volume %s: copying the image's content: %w", dst, err)
+			}
+		} else if err := os.Mkdir(src, 0o755); err != nil {
+			return nil, err
+		}
+		out = append(out, &runtimeapi.Mount{ContainerPath: dst, HostPath: src})
+	}
+	return out, nil
 }
 
 // criDefaults is the ContainerConfig as CreateContainer reads it: a copy
