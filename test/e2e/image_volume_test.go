@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -31,14 +30,7 @@ func TestImageVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg.Push(t, "team/volume:1", img)
-	cfg := writeConfig(t, t.TempDir(), privateImageDir(t)+fmt.Sprintf(`registry:
-  hosts:
-    docker.io:
-      server: http://127.0.0.1:%s
-      endpoints:
-      - url: http://%s
-        capabilities: [pull, resolve]
-`, freePort(t), reg.Host))
+	cfg := mirrorConfig(t, reg.Host)
 	pod := filepath.Join(t.TempDir(), "pod.yaml")
 	os.WriteFile(pod, []byte(`apiVersion: v1
 kind: Pod

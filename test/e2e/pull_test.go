@@ -297,15 +297,7 @@ func TestRunPullsThroughMirror(t *testing.T) {
 	img := testregistry.Image(t, goruntime.GOARCH, testregistry.BusyboxLayer(t),
 		testregistry.Layer(t, testregistry.File{Path: "etc/greeting", Body: []byte("from the mirror\n")}))
 	reg.Push(t, "team/greeter:1", img)
-	// docker.io's upstream is a closed port: only the mirror can serve.
-	cfg := writeConfig(t, t.TempDir(), privateImageDir(t)+fmt.Sprintf(`registry:
-  hosts:
-    docker.io:
-      server: http://127.0.0.1:%s
-      endpoints:
-      - url: http://%s
-        capabilities: [pull, resolve]
-`, freePort(t), reg.Host))
+	cfg := mirrorConfig(t, reg.Host)
 	pod := func(name, policy, image string) string {
 		return fmt.Sprintf(`apiVersion: v1
 kind: Pod
@@ -358,6 +350,21 @@ spec:
 		t.Errorf("Never with a missing image reached a sandbox stage or the registry:\n%s%s", r.stdout, r.stderr)
 	}
 	noState(t)
+}
+
+// mirrorConfig is a config with an image store of its own whose docker.io
+// is mirrored by the registry at host; docker.io's upstream is a closed
+// port, so only the mirror can serve.
+func mirrorConfig(t *testing.T, host string) string {
+	t.Helper()
+	return writeConfig(t, t.TempDir(), privateImageDir(t)+fmt.Sprintf(`registry:
+  hosts:
+    docker.io:
+      server: http://127.0.0.1:%s
+      endpoints:
+      - url: http://%s
+        capabilities: [pull, resolve]
+`, freePort(t), host))
 }
 
 // waitLog waits until the pod's container log holds want.
