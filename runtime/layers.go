@@ -110,19 +110,10 @@ func buildOCI(cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, ct
 	if len(p.Args) == 0 {
 		return nil, fmt.Errorf("container %q: no command given and image %s has no entrypoint or cmd", cfg.Metadata.Name, img.Name)
 	}
-	// HOSTNAME, the sandbox's hostname, as containerd, CRI-O and Docker
-	// set it (scripts read $HOSTNAME, as the StatefulSet tutorial's do);
-	// then image envs, then the CRI envs replace or extend them, as
-	// containerd's WithEnv does; PATH defaults when neither sets it.
-	var envs []string
-	if sb.Hostname != "" {
-		envs = append(envs, "HOSTNAME="+sb.Hostname)
-	}
-	for _, kv := range img.Config.Env {
-		if strings.Contains(kv, "=") {
-			envs = replaceEnv(envs, kv)
-		}
-	}
+	// Image envs first, then the CRI envs replace or extend them, as
+	// containerd's WithEnv does; PATH and HOSTNAME default when neither
+	// sets them.
+	envs := append([]string(nil), img.Config.Env...)
 	if cfg.Tty {
 		envs = replaceEnv(envs, "TERM=xterm")
 	}
@@ -131,6 +122,11 @@ func buildOCI(cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, ct
 	}
 	for _, v := range inj.RuntimeEnv {
 		envs = replaceEnv(envs, v.Name+"="+v.Value)
+	}
+	// HOSTNAME is the sandbox's hostname, as containerd, CRI-O and Docker
+	// set it (scripts read $HOSTNAME, as the StatefulSet tutorial's do).
+	if sb.Hostname != "" && !hasEnv(envs, "HOSTNAME") {
+		envs = append([]string{"HOSTNAME=" + sb.Hostname}, envs...)
 	}
 	if !hasEnv(envs, "PATH") {
 		envs = append([]string{defaultPath}, envs...)
