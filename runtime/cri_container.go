@@ -194,7 +194,7 @@ func (r *Runtime) containerSpec(p *state.Pod, req *runtimeapi.ContainerConfig, i
 	if err != nil {
 		return err
 	}
-	vols, err := imageVolumes(img, cfg.Mounts, rootfsPath, bundle)
+	vols, err := imageVolumes(img, cfg.Mounts, bundle)
 	if err != nil {
 		return err
 	}
@@ -225,6 +225,9 @@ func (r *Runtime) containerSpec(p *state.Pod, req *runtimeapi.ContainerConfig, i
 			return errdefs.Wrap(errdefs.ErrInvalidArgument, err)
 		}
 	}
+	if err := seedImageVolumes(vols, rootfsPath); err != nil {
+		return err
+	}
 	criJSON, err := json.Marshal(req)
 	if err != nil {
 		return err
@@ -235,38 +238,40 @@ func (r *Runtime) containerSpec(p *state.Pod, req *runtimeapi.ContainerConfig, i
 
 // imageVolumes are the mounts containerd gives a container for its
 // image's VOLUMEs that no mount of the config covers: a directory of the
-// container's own, under its bundle and removed with it, holding a copy of
-// what the image has at that path (containerd's WithVolumes). A volume
-// stays writable under a read-only rootfs, as an image's users expect.
-func imageVolumes(img *rootfs.Image, mounts []*runtimeapi.Mount, rootfsPath, bundle string) ([]*runtimeapi.Mount, error) {
+// container's own, under its bundle and removed with it (containerSpec
+// makes it, as any missing host path, and seedImageVolumes fills it). A
+// volume stays writable under a read-only rootfs, as an image's users
+// expect.
+func imageVolumes(img *rootfs.Image, mounts []*runtimeapi.Mount, bundle string) ([]*runtimeapi.Mount, error) {
 	var out []*runtimeapi.Mount
 	for i, dst := range slices.Sorted(maps.Keys(img.Config.Volumes)) {
 		if !filepath.IsAbs(dst) {
 			return nil, errdefs.InvalidArgument("config.image: image %s declares VOLUME %q, not an absolute path", img.Name, dst)
 		}
-		dst = filepath.Clean(dst)
-		if hasMount(mounts, dst) {
-			continue
+		if dst = filepath.Clean(dst); !hasMount(mounts, dst) {
+			out = append(out, &runtimeapi.Mount{ContainerPath: dst, HostPath: filepath.Join(bundle, "volumes", strconv.Itoa(i))})
 		}
-		src := filepath.Join(bundle, "volumes", strconv.Itoa(i))
-		if err := os.MkdirAll(filepath.Dir(src), 0o700); err != nil {
-			return nil, err
-		}
-		from, err := securejoin.SecureJoin(rootfsPath, dst)
-		if err != nil {
-			return nil, err
-		}
-		if fi, err := os.Stat(from); err == nil && fi.IsDir() {
-			err = fs.CopyDir(src, from)
-			if err != nil {
-				return nil, fmt.Errorf("image volume %s: copying the image's content: %w", dst, err)
-			}
-		} else if err := os.Mkdir(src, 0o755); err != nil {
-			return nil, err
-		}
-		out = append(out, &runtimeapi.Mount{ContainerPath: dst, HostPath: src})
 	}
 	return out, nil
+}
+
+// seedImageVolumes copies into each image volume what the image has at
+// its path (containerd's WithVolumes): owners, modes and links, with
+// continuity's CopyDir.
+func seedImageVolumes(vols []*runtimeapi.Mount, rootfsPath string) error {
+	for _, v := range vols {
+		from, err := securejoin.SecureJoin(rootfsPath, v.ContainerPath)
+		if err != nil {
+			return err
+		}
+		if fi, err := os.Stat(from); err != nil || !fi.IsDir() {
+			continue // nothing to copy: an empty directory
+		}
+		if err := fs.CopyDir(v.HostPath, from); err != nil {
+			return fmt.Errorf("image volume %s: copying the image's content: %w", v.ContainerPath, err)
+		}
+	}
+	return nil
 }
 
 // criDefaults is the ContainerConfig as CreateContainer reads it: a copy
