@@ -111,8 +111,11 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	endOp(nil)
 	endOp = func(error) {}
 	// The record holds the sandbox's stages under the operation, as a
-	// caller's trace shows them (podlab trace, podlab run).
-	nested := trace.NewAt(rec.Begin())
+	// caller's trace shows them (podlab trace, podlab run), on the pod's
+	// time line (its Created, stamped after this operation began), as
+	// the call log and every later operation's spans are: PodTrace nests
+	// an operation under its CRI call by these offsets.
+	nested := trace.NewAt(p.Created)
 	nested.Merge(rec, "RunPodSandbox")
 	p.Spans = nested.Spans()
 	if err := r.Sandbox.Store.Save(p); err != nil {
