@@ -9,11 +9,19 @@ import (
 	"github.com/moby/sys/mountinfo"
 )
 
-// mountsUnder lists mount points at or below dir, deepest first, in this
-// mount namespace. Mount points come unescaped from mountinfo.
-func mountsUnder(dir string) ([]string, error) {
-	// PrefixFilter keeps dir itself and paths below dir+"/".
-	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
+// mountsUnder lists mount points at or below any of dirs, deepest first,
+// in this mount namespace, from one read of mountinfo. Mount points come
+// unescaped from mountinfo.
+func mountsUnder(dirs ...string) ([]string, error) {
+	mounts, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
+		for _, d := range dirs {
+			// PrefixFilter's rule: dir itself and paths below dir+"/".
+			if m.Mountpoint == d || strings.HasPrefix(m.Mountpoint, d+"/") {
+				return false, false
+			}
+		}
+		return true, false
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -16,59 +17,62 @@ import (
 // strings, so tests cover that path.
 var forceMountAPI = false
 
-// MountOverlay mounts a container's root filesystem at dir/merged: the
-// image's layers as read-only lower directories (top first), dir/upper for
-// the container's writes and dir/work as overlayfs's scratch space. Every
-// image gets an overlay, even with one layer, so containers never write into
-// a shared layer. dir must not exist yet or be empty. It returns dir/merged.
-func MountOverlay(img *Image, dir string) (rootfs string, err error) {
+// MountOverlay mounts a container's root filesystem at merged: the image's
+// layers as read-only lower directories (top first), rw/upper for the
+// container's writes and rw/work as overlayfs's scratch space. Every image
+// gets an overlay, even with one layer, so containers never write into a
+// shared layer. rw belongs with the layers, on a disk (Store.WritableDir),
+// as containerd keeps its overlay snapshots under its root: a container
+// can write as much as its image holds, and merged lives in the state dir,
+// a tmpfs on most hosts. rw and merged must not exist yet, or be empty.
+func MountOverlay(img *Image, rw, merged string) (err error) {
 	if img == nil || len(img.Layers) == 0 {
-		return "", errors.New("mounting overlay: image has no layers")
+		return errors.New("mounting overlay: image has no layers")
 	}
-	dir, err = filepath.Abs(dir)
-	if err != nil {
-		return "", err
+	if rw, err = filepath.Abs(rw); err != nil {
+		return err
+	}
+	if merged, err = filepath.Abs(merged); err != nil {
+		return err
 	}
 	lowers := overlayLowers(img.Layers)
 	for _, l := range lowers {
 		if fi, err := os.Stat(l); err != nil || !fi.IsDir() {
-			return "", fmt.Errorf("mounting overlay for %s: layer %s is missing; re-import the image", img.Name, l)
+			return fmt.Errorf("mounting overlay for %s: layer %s is missing; re-import the image", img.Name, l)
 		}
 	}
-
-	created := false
-	if err := os.Mkdir(dir, 0o700); err == nil {
-		created = true
-	} else if !os.IsExist(err) {
-		return "", fmt.Errorf("mounting overlay: %w", err)
-	} else if entries, err := os.ReadDir(dir); err != nil {
-		return "", fmt.Errorf("mounting overlay: %w", err)
-	} else if len(entries) != 0 {
-		return "", fmt.Errorf("mounting overlay: %s already exists and is not empty (UnmountOverlay cleans it up)", dir)
-	}
-	upper, work, merged := filepath.Join(dir, "upper"), filepath.Join(dir, "work"), filepath.Join(dir, "merged")
+	var made []string // removed again on failure, last first
 	defer func() {
-		if err == nil {
-			return
-		}
-		if created {
-			os.RemoveAll(dir)
-		} else {
-			for _, p := range []string{upper, work, merged} {
-				os.RemoveAll(p)
+		if err != nil {
+			for _, d := range slices.Backward(made) {
+				os.RemoveAll(d)
 			}
 		}
 	}()
+	for _, d := range []string{rw, merged} {
+		mode := os.FileMode(0o700)
+		if d == merged {
+			mode = 0o755
+		}
+		if err := os.Mkdir(d, mode); err == nil {
+			made = append(made, d)
+		} else if !os.IsExist(err) {
+			return fmt.Errorf("mounting overlay: %w", err)
+		} else if entries, err := os.ReadDir(d); err != nil {
+			return fmt.Errorf("mounting overlay: %w", err)
+		} else if len(entries) != 0 {
+			return fmt.Errorf("mounting overlay: %s already exists and is not empty (UnmountOverlay cleans it up)", d)
+		}
+	}
+	upper, work := filepath.Join(rw, "upper"), filepath.Join(rw, "work")
 	if err := makeUpper(upper, lowers[0]); err != nil {
-		return "", fmt.Errorf("mounting overlay: %w", err)
+		return fmt.Errorf("mounting overlay: %w", err)
 	}
+	made = append(made, upper)
 	if err := os.Mkdir(work, 0o700); err != nil {
-		return "", fmt.Errorf("mounting overlay: %w", err)
+		return fmt.Errorf("mounting overlay: %w", err)
 	}
-	if err := os.Mkdir(merged, 0o755); err != nil {
-		return "", fmt.Errorf("mounting overlay: %w", err)
-	}
-
+	made = append(made, work)
 	volatile := !volatileRefused.Load()
 	err = mountOverlay(lowers, upper, work, merged, volatile)
 	if volatile && errors.Is(err, unix.EINVAL) {
@@ -78,9 +82,9 @@ func MountOverlay(img *Image, dir string) (rootfs string, err error) {
 		}
 	}
 	if err != nil {
-		return "", fmt.Errorf("mounting overlay for %s: %w", img.Name, err)
+		return fmt.Errorf("mounting overlay for %s: %w", img.Name, err)
 	}
-	return merged, nil
+	return nil
 }
 
 // volatileRefused is set once the kernel refused overlay's "volatile".
@@ -221,51 +225,64 @@ func fsLog(fd int) string {
 	return " (" + strings.Join(msgs, "; ") + ")"
 }
 
-// UnmountOverlay unmounts whatever is mounted at or below dir (the overlay at
-// dir/merged, plus anything a caller mounted inside it), lazily if it is
-// busy, and removes dir. A missing or unmounted dir is not an error, so it
-// can be called again after a crash.
-func UnmountOverlay(dir string) error {
-	dir, err := filepath.Abs(dir)
+// UnmountOverlay unmounts whatever is mounted at or below merged (the
+// overlay, plus anything a caller mounted inside it), lazily if it is busy,
+// then removes merged, which must then be empty, and rw, which must hold
+// nothing but what MountOverlay made there. Missing directories are not an
+// error, so it can be called again after a crash. An empty merged removes
+// a layer whose mount point is gone (with its state dir).
+func UnmountOverlay(rw, merged string) error {
+	rw, err := resolved(rw)
 	if err != nil {
 		return err
 	}
-	if _, err := os.Lstat(dir); os.IsNotExist(err) {
-		return nil
+	dirs := []string{rw}
+	if merged != "" {
+		if merged, err = resolved(merged); err != nil {
+			return err
+		}
+		dirs = append(dirs, merged)
 	}
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		dir = real
-	}
-	// Unmounting everything below dir and deleting it is only safe for a
-	// directory MountOverlay made: a wrong argument ("/", a bundle dir) must
-	// not take the host with it.
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("unmounting overlay %s: %w", dir, err)
+	// Deleting rw is only safe for a directory MountOverlay made: a wrong
+	// argument ("/", a bundle dir) must not take the host with it.
+	entries, err := os.ReadDir(rw)
+	if err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("unmounting overlay of %s: %w", rw, err)
 	}
 	for _, e := range entries {
-		switch e.Name() {
-		case "upper", "work", "merged":
+		switch {
+		case e.Name() == "upper", e.Name() == "work":
+		case filepath.Join(rw, e.Name()) == merged:
+			// The layout before writable layers left the bundle: the
+			// mount point beside upper and work (<bundle>/fs/merged).
 		default:
-			return fmt.Errorf("unmounting overlay %s: refusing, it holds %q and so is not a directory MountOverlay made", dir, e.Name())
+			return fmt.Errorf("unmounting overlay: refusing to remove %s: it holds %q and so is not a writable layer MountOverlay made", rw, e.Name())
 		}
 	}
 	// The overlay itself first, without reading mountinfo for it: the
 	// loop below then reads it once, finding nothing, in the usual case.
-	if err := unmount(filepath.Join(dir, "merged")); err != nil {
-		return fmt.Errorf("unmounting overlay %s: %w", dir, err)
+	if merged != "" {
+		if err := unmount(merged); err != nil {
+			return fmt.Errorf("unmounting overlay %s: %w", merged, err)
+		}
 	}
 	// Repeat: mounts can be stacked on one mount point.
 	for range 16 {
-		mounts, err := mountsUnder(dir)
+		mounts, err := mountsUnder(dirs...)
 		if err != nil {
-			return fmt.Errorf("unmounting overlay %s: %w", dir, err)
+			return fmt.Errorf("unmounting overlay of %s: %w", rw, err)
 		}
 		if len(mounts) == 0 {
 			// Only now is it safe to delete: RemoveAll would otherwise
-			// descend into a mount and delete what it shows.
-			if err := os.RemoveAll(dir); err != nil {
-				return fmt.Errorf("removing overlay dir %s: %w", dir, err)
+			// descend into a mount and delete what it shows. merged is
+			// a bare mount point: anything in it is not ours to delete.
+			if merged != "" {
+				if err := os.Remove(merged); err != nil && !os.IsNotExist(err) {
+					return fmt.Errorf("removing overlay mount point: %w", err)
+				}
+			}
+			if err := os.RemoveAll(rw); err != nil {
+				return fmt.Errorf("removing writable layer %s: %w", rw, err)
 			}
 			return nil
 		}
@@ -275,7 +292,20 @@ func UnmountOverlay(dir string) error {
 			}
 		}
 	}
-	return fmt.Errorf("unmounting overlay %s: mounts keep reappearing", dir)
+	return fmt.Errorf("unmounting overlay of %s: mounts keep reappearing", rw)
+}
+
+// resolved is dir made absolute, its symbolic links resolved where it
+// exists, as mountinfo shows mount points.
+func resolved(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	return dir, nil
 }
 
 func unmount(target string) error {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/moby/sys/mountinfo"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -74,16 +75,13 @@ func TestMountOverlay(t *testing.T) {
 func testMountOverlay(t *testing.T) {
 	s := openStore(t)
 	img := overlayImage(t, s, "ovl:1")
-	ctrs := t.TempDir()
-	dir1, dir2 := filepath.Join(ctrs, "c1"), filepath.Join(ctrs, "c2")
-	t.Cleanup(func() { UnmountOverlay(dir1); UnmountOverlay(dir2) })
+	bundles := t.TempDir()
+	rw1, rw2 := s.WritableDir("c1"), s.WritableDir("c2")
+	root1, root2 := filepath.Join(bundles, "c1"), filepath.Join(bundles, "c2")
+	t.Cleanup(func() { UnmountOverlay(rw1, root1); UnmountOverlay(rw2, root2) })
 
-	root1, err := MountOverlay(img, dir1)
-	if err != nil {
+	if err := MountOverlay(img, rw1, root1); err != nil {
 		t.Fatal(err)
-	}
-	if root1 != filepath.Join(dir1, "merged") {
-		t.Errorf("rootfs = %s", root1)
 	}
 	// The writable layer is disposable: its file system is never synced
 	// (newer kernels show "volatile" as fsync=volatile).
@@ -115,8 +113,9 @@ func testMountOverlay(t *testing.T) {
 	if err := os.Remove(filepath.Join(root1, "keep/lower")); err != nil {
 		t.Fatal(err)
 	}
-	if got := readFile(t, filepath.Join(dir1, "upper/new")); got != "new" {
-		t.Errorf("upper/new = %q", got)
+	// ... in the store, on its disk, not beside the mount point.
+	if got := readFile(t, filepath.Join(s.Root(), "rw", "c1", "upper", "new")); got != "new" {
+		t.Errorf("<store>/rw/c1/upper/new = %q", got)
 	}
 	if got := readFile(t, filepath.Join(img.Layers[0], "etc/hosts")); got != "base hosts" {
 		t.Errorf("a write reached the layer: %q", got)
@@ -126,8 +125,7 @@ func testMountOverlay(t *testing.T) {
 	}
 
 	// A second container of the same image sees none of that.
-	root2, err := MountOverlay(img, dir2)
-	if err != nil {
+	if err := MountOverlay(img, rw2, root2); err != nil {
 		t.Fatal(err)
 	}
 	if got := readFile(t, filepath.Join(root2, "etc/hosts")); got != "base hosts" {
@@ -138,7 +136,7 @@ func testMountOverlay(t *testing.T) {
 	}
 
 	// An image whose layers a container uses cannot be removed.
-	err = s.Remove("ovl:1")
+	err := s.Remove("ovl:1")
 	if err == nil || !strings.Contains(err.Error(), "in use by the overlay mounted at") {
 		t.Errorf("Remove while mounted: %v", err)
 	}
@@ -146,9 +144,17 @@ func testMountOverlay(t *testing.T) {
 		t.Errorf("refused Remove dropped the image: %v", err)
 	}
 
-	// A mounted dir is not reused.
-	if _, err := MountOverlay(img, dir1); err == nil || !strings.Contains(err.Error(), "not empty") {
+	// A mounted dir, or a layer in use, is not reused.
+	if err := MountOverlay(img, s.WritableDir("c3"), root1); err == nil || !strings.Contains(err.Error(), "not empty") {
 		t.Errorf("MountOverlay over a live overlay: %v", err)
+	}
+	if err := MountOverlay(img, rw1, filepath.Join(bundles, "c3")); err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Errorf("MountOverlay with a writable layer in use: %v", err)
+	}
+	for _, d := range []string{s.WritableDir("c3"), filepath.Join(bundles, "c3")} {
+		if exists(d) {
+			t.Errorf("failed MountOverlay left %s", d)
+		}
 	}
 
 	// Busy: a process holding a file open forces the lazy unmount.
@@ -157,18 +163,18 @@ func testMountOverlay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	for _, d := range []string{dir1, dir2} {
-		if err := UnmountOverlay(d); err != nil {
-			t.Fatalf("UnmountOverlay(%s): %v", d, err)
+	for _, d := range [][2]string{{rw1, root1}, {rw2, root2}} {
+		if err := UnmountOverlay(d[0], d[1]); err != nil {
+			t.Fatalf("UnmountOverlay(%s): %v", d[1], err)
 		}
-		if m := mountedUnder(t, d); len(m) != 0 {
+		if m := mountedUnder(t, d[1]); len(m) != 0 {
 			t.Errorf("still mounted after UnmountOverlay: %v", m)
 		}
-		if exists(d) {
-			t.Errorf("%s still exists", d)
+		if exists(d[0]) || exists(d[1]) {
+			t.Errorf("%s or %s still exists", d[0], d[1])
 		}
-		if err := UnmountOverlay(d); err != nil {
-			t.Errorf("second UnmountOverlay(%s): %v", d, err)
+		if err := UnmountOverlay(d[0], d[1]); err != nil {
+			t.Errorf("second UnmountOverlay(%s): %v", d[1], err)
 		}
 	}
 	f.Close()
@@ -190,10 +196,9 @@ func TestMountOverlaySingleAndDuplicateLayers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(t.TempDir(), "c")
-	t.Cleanup(func() { UnmountOverlay(dir) })
-	root, err := MountOverlay(single, dir)
-	if err != nil {
+	rw, root := s.WritableDir("c"), filepath.Join(t.TempDir(), "c")
+	t.Cleanup(func() { UnmountOverlay(rw, root) })
+	if err := MountOverlay(single, rw, root); err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(root, "hello"), "changed")
@@ -203,7 +208,7 @@ func TestMountOverlaySingleAndDuplicateLayers(t *testing.T) {
 	if fi, _ := os.Stat(root); fi.Mode().Perm() != 0o755 {
 		t.Errorf("container / mode %v, want the layer root's 0755", fi.Mode().Perm())
 	}
-	if err := UnmountOverlay(dir); err != nil {
+	if err := UnmountOverlay(rw, root); err != nil {
 		t.Fatal(err)
 	}
 
@@ -219,14 +224,13 @@ func TestMountOverlaySingleAndDuplicateLayers(t *testing.T) {
 	if len(dup.Layers) != 3 || dup.Layers[0] != dup.Layers[2] {
 		t.Fatalf("layers = %v", dup.Layers)
 	}
-	root, err = MountOverlay(dup, dir)
-	if err != nil {
+	if err := MountOverlay(dup, rw, root); err != nil {
 		t.Fatal(err)
 	}
 	if got := readFile(t, filepath.Join(root, "x")); got != "x" {
 		t.Errorf("x = %q", got)
 	}
-	if err := UnmountOverlay(dir); err != nil {
+	if err := UnmountOverlay(rw, root); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -246,50 +250,59 @@ func TestUnmountOverlayNestedMounts(t *testing.T) {
 	}
 	hostDir := t.TempDir()
 	writeFile(t, filepath.Join(hostDir, "precious"), "keep me")
-	dir := filepath.Join(t.TempDir(), "c")
-	t.Cleanup(func() { UnmountOverlay(dir) })
-	root, err := MountOverlay(img, dir)
-	if err != nil {
+	rw, root := s.WritableDir("c"), filepath.Join(t.TempDir(), "c")
+	t.Cleanup(func() { UnmountOverlay(rw, root) })
+	if err := MountOverlay(img, rw, root); err != nil {
 		t.Fatal(err)
 	}
 	if err := bindMount(hostDir, filepath.Join(root, "etc/ssl")); err != nil {
 		t.Fatal(err)
 	}
-	if err := UnmountOverlay(dir); err != nil {
+	if err := UnmountOverlay(rw, root); err != nil {
 		t.Fatal(err)
 	}
 	if got := readFile(t, filepath.Join(hostDir, "precious")); got != "keep me" {
 		t.Fatalf("bind mount source damaged: %q", got)
 	}
-	if exists(dir) || len(mountedUnder(t, dir)) != 0 {
-		t.Errorf("overlay dir left behind")
+	if exists(rw) || exists(root) || len(mountedUnder(t, root)) != 0 {
+		t.Errorf("overlay dirs left behind")
 	}
 }
 
 func TestMountOverlayErrors(t *testing.T) {
-	if _, err := MountOverlay(&Image{Name: "x"}, t.TempDir()); err == nil {
+	if err := MountOverlay(&Image{Name: "x"}, filepath.Join(t.TempDir(), "rw"), t.TempDir()); err == nil {
 		t.Error("image without layers mounted")
 	}
 	img := &Image{Name: "gone:1", Layers: []string{filepath.Join(t.TempDir(), "missing")}}
-	dir := filepath.Join(t.TempDir(), "c")
-	if _, err := MountOverlay(img, dir); err == nil || !strings.Contains(err.Error(), "re-import") {
+	rw, root := filepath.Join(t.TempDir(), "rw"), filepath.Join(t.TempDir(), "c")
+	if err := MountOverlay(img, rw, root); err == nil || !strings.Contains(err.Error(), "re-import") {
 		t.Errorf("missing layer: %v", err)
 	}
-	if exists(dir) {
-		t.Errorf("failed MountOverlay left %s", dir)
+	if exists(rw) || exists(root) {
+		t.Errorf("failed MountOverlay left %s or %s", rw, root)
 	}
-	if err := UnmountOverlay(filepath.Join(t.TempDir(), "never-made")); err != nil {
-		t.Errorf("UnmountOverlay of a missing dir: %v", err)
+	if err := UnmountOverlay(filepath.Join(t.TempDir(), "never-made"), filepath.Join(t.TempDir(), "never-made")); err != nil {
+		t.Errorf("UnmountOverlay of missing dirs: %v", err)
 	}
-	// Not an overlay dir: left alone.
+	// Not a writable layer: left alone.
 	other := t.TempDir()
-	writeFile(t, filepath.Join(other, "merged/keep"), "x")
+	writeFile(t, filepath.Join(other, "upper/keep"), "x")
 	writeFile(t, filepath.Join(other, "config.json"), "{}")
-	if err := UnmountOverlay(other); err == nil || !strings.Contains(err.Error(), "config.json") {
+	if err := UnmountOverlay(other, ""); err == nil || !strings.Contains(err.Error(), "config.json") {
 		t.Errorf("UnmountOverlay of a foreign dir: %v", err)
 	}
-	if !exists(filepath.Join(other, "merged/keep")) {
+	if !exists(filepath.Join(other, "upper/keep")) {
 		t.Errorf("UnmountOverlay deleted a foreign dir")
+	}
+	// A mount point with something in it was never only a mount point:
+	// refused, and kept.
+	bare := t.TempDir()
+	writeFile(t, filepath.Join(bare, "keep"), "x")
+	if err := UnmountOverlay(filepath.Join(t.TempDir(), "rw"), bare); err == nil {
+		t.Errorf("UnmountOverlay removed a mount point that held a file")
+	}
+	if !exists(filepath.Join(bare, "keep")) {
+		t.Errorf("UnmountOverlay deleted what a mount point held")
 	}
 }
 
@@ -306,4 +319,83 @@ func lowerdirPlusSupported(t *testing.T) bool {
 
 func bindMount(src, dst string) error {
 	return unix.Mount(src, dst, "", unix.MS_BIND, "")
+}
+
+// A bundle made before writable layers moved to the store held its layer
+// and its mount point together (<bundle>/fs/{upper,work,merged}):
+// UnmountOverlay still takes such a pod's container down.
+func TestUnmountOverlayLegacyLayout(t *testing.T) {
+	testutil.RequireRoot(t)
+	leakCheckLast(t)
+	s := openStore(t)
+	img := overlayImage(t, s, "legacy:1")
+	fs := filepath.Join(t.TempDir(), "fs")
+	merged := filepath.Join(fs, "merged")
+	t.Cleanup(func() { UnmountOverlay(fs, merged) })
+	if err := MountOverlay(img, fs, merged); err != nil {
+		t.Fatal(err)
+	}
+	if err := UnmountOverlay(fs, merged); err != nil {
+		t.Fatal(err)
+	}
+	if exists(fs) || len(mountedUnder(t, fs)) != 0 {
+		t.Errorf("legacy overlay dir left behind")
+	}
+}
+
+// gc's sweep removes a writable layer that no container names, once it is
+// older than the grace given and no overlay uses it; a named one, a young
+// one and one in use (another state dir's container) stay.
+func TestSweepWritable(t *testing.T) {
+	testutil.RequireRoot(t)
+	leakCheckLast(t)
+	s := openStore(t)
+	img := overlayImage(t, s, "sweep:1")
+	old := time.Now().Add(-time.Hour)
+	layer := func(id string, age time.Time) {
+		for _, d := range []string{"upper", "work"} {
+			if err := os.MkdirAll(filepath.Join(s.WritableDir(id), d), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		writeFile(t, filepath.Join(s.WritableDir(id), "upper", "data"), "x")
+		if err := os.Chtimes(s.WritableDir(id), age, age); err != nil {
+			t.Fatal(err)
+		}
+	}
+	layer("orphan", old)
+	layer("named", old)
+	layer("young", time.Now())
+	root := filepath.Join(t.TempDir(), "inuse")
+	t.Cleanup(func() { UnmountOverlay(s.WritableDir("inuse"), root) })
+	if err := MountOverlay(img, s.WritableDir("inuse"), root); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(s.WritableDir("inuse"), old, old); err != nil {
+		t.Fatal(err)
+	}
+	keep := func(id string) bool { return id == "named" }
+
+	got, err := s.SweepWritable(keep, time.Minute, true)
+	if err != nil || !slices.Equal(got, []string{"orphan"}) {
+		t.Fatalf("dry run: %v, %v; want [orphan]", got, err)
+	}
+	if !exists(s.WritableDir("orphan")) {
+		t.Fatal("dry run removed the orphan")
+	}
+	got, err = s.SweepWritable(keep, time.Minute, false)
+	if err != nil || !slices.Equal(got, []string{"orphan"}) {
+		t.Fatalf("sweep: %v, %v; want [orphan]", got, err)
+	}
+	if exists(s.WritableDir("orphan")) {
+		t.Error("orphan layer left")
+	}
+	for _, id := range []string{"named", "young", "inuse"} {
+		if !exists(s.WritableDir(id)) {
+			t.Errorf("layer %s removed", id)
+		}
+	}
+	if got := readFile(t, filepath.Join(root, "keep/lower")); got != "still here" {
+		t.Errorf("the mounted overlay lost its files: %q", got)
+	}
 }

@@ -40,6 +40,7 @@ var ErrImageNotFound = errors.New("image not found")
 //	root/blobs/sha256/<hex>  verified blobs of pulls, until their layer is unpacked
 //	root/blobs/ingest/       blob downloads under way
 //	root/blobs/locks/<xx>    flocks serializing the download of one digest
+//	root/rw/<container id>/  a container's writable layer (overlay upper and work)
 //
 // Get and List take no lock: records are replaced atomically.
 type Store struct {
@@ -111,7 +112,7 @@ func Open(root string) (*Store, error) {
 	if strings.ContainsAny(abs, ":,") {
 		return nil, fmt.Errorf("opening image store %s: the path must not contain ':' or ','", abs)
 	}
-	for _, d := range []string{abs, filepath.Join(abs, "images"), filepath.Join(abs, "layers"), filepath.Join(abs, "tmp")} {
+	for _, d := range []string{abs, filepath.Join(abs, "images"), filepath.Join(abs, "layers"), filepath.Join(abs, "tmp"), filepath.Join(abs, "rw")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("opening image store: %w", err)
 		}
@@ -125,6 +126,55 @@ func Open(root string) (*Store, error) {
 
 // Root returns the store's directory.
 func (s *Store) Root() string { return s.root }
+
+// WritableDir is where container id's writable layer lives (MountOverlay's
+// rw), on the disk that holds the layers.
+func (s *Store) WritableDir(id string) string { return filepath.Join(s.root, "rw", id) }
+
+// SweepWritable removes the writable layers of containers that keep(id)
+// says are gone, for gc: left by a crash between a container's removal
+// and its layer's, or by a reboot, which empties the state dir on a tmpfs
+// but not this disk. A layer younger than minAge (a create may have made
+// it a moment ago), or used by a mounted overlay (another state dir's
+// container sharing this store), stays. It returns the ids removed (with
+// dryRun, that would be).
+func (s *Store) SweepWritable(keep func(id string) bool, minAge time.Duration, dryRun bool) ([]string, error) {
+	dir := filepath.Join(s.root, "rw")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("listing writable layers: %w", err)
+	}
+	var inUse map[string]string
+	var removed []string
+	var errs []error
+	for _, e := range entries {
+		id := e.Name()
+		if keep(id) {
+			continue
+		}
+		rw := filepath.Join(dir, id)
+		if fi, err := os.Lstat(rw); err != nil || time.Since(fi.ModTime()) < minAge {
+			continue
+		}
+		if inUse == nil {
+			if inUse, err = overlayDirsInUse(); err != nil {
+				return removed, err
+			}
+		}
+		if _, ok := inUse[filepath.Join(rw, "upper")]; ok {
+			continue
+		}
+		if !dryRun {
+			// Its mount point went with its container's bundle.
+			if err := UnmountOverlay(rw, ""); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		removed = append(removed, id)
+	}
+	return removed, errors.Join(errs...)
+}
 
 func (s *Store) layerDir(d digest.Digest) string {
 	return filepath.Join(s.root, "layers", d.Encoded())

@@ -114,10 +114,10 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	end := rec.StartChild(op, "ctr "+md.Name+" rootfs")
 	undo.Add("removing bundle", func() error { return os.RemoveAll(ctr.Bundle) })
 	err = os.MkdirAll(ctr.Bundle, 0o700)
-	var rootfsPath string
+	rw, rootfsPath := r.containerRootfs(&ctr)
 	if err == nil {
-		undo.Add("unmounting rootfs", func() error { return rootfs.UnmountOverlay(filepath.Join(ctr.Bundle, "fs")) })
-		rootfsPath, err = rootfs.MountOverlay(img, filepath.Join(ctr.Bundle, "fs"))
+		undo.Add("unmounting rootfs", func() error { return r.unmountRootfs(&ctr) })
+		err = rootfs.MountOverlay(img, rw, rootfsPath)
 	}
 	end(err)
 	if err == nil {
@@ -738,7 +738,7 @@ func (r *Runtime) deleteTaskContainer(p *state.Pod, c *state.Container) error {
 	} else if err := r.Sandbox.OCI.Delete(c.ID); err != nil {
 		return err
 	}
-	if err := rootfs.UnmountOverlay(filepath.Join(c.Bundle, "fs")); err != nil {
+	if err := r.unmountRootfs(c); err != nil {
 		return fmt.Errorf("container %s rootfs: %w", state.ShortID(c.ID), err)
 	}
 	if err := os.RemoveAll(c.Bundle); err != nil {
@@ -755,6 +755,27 @@ func (r *Runtime) deleteTaskContainer(p *state.Pod, c *state.Container) error {
 	}
 	r.Sandbox.Store.UnindexContainer(id)
 	return nil
+}
+
+// containerRootfs is where c's root filesystem is: its writable layer in
+// the image store, on disk, and the overlay's mount point in its bundle,
+// as runc's bundles have it.
+func (r *Runtime) containerRootfs(c *state.Container) (rw, merged string) {
+	return r.Images.WritableDir(c.ID), filepath.Join(c.Bundle, "rootfs")
+}
+
+// unmountRootfs unmounts c's root filesystem and removes its writable
+// layer. Idempotent. A bundle made before writable layers moved to the
+// image store holds its overlay at fs/merged, its layer beside it.
+func (r *Runtime) unmountRootfs(c *state.Container) error {
+	if legacy := filepath.Join(c.Bundle, "fs"); c.Bundle != "" {
+		if _, err := os.Lstat(legacy); err == nil {
+			if err := rootfs.UnmountOverlay(legacy, filepath.Join(legacy, "merged")); err != nil {
+				return err
+			}
+		}
+	}
+	return rootfs.UnmountOverlay(r.containerRootfs(c))
 }
 
 // ContainerStatus reports a container as its shim and exit record show it.

@@ -44,7 +44,7 @@ func (r *Runtime) containerStats(ctx context.Context, p *state.Pod, c *state.Con
 		},
 	}
 	now := time.Now().UnixNano()
-	upper := filepath.Join(c.Bundle, "fs", "upper")
+	upper := filepath.Join(r.Images.WritableDir(c.ID), "upper")
 	if used, inodes, err := rootfs.DirUsage(upper); err == nil {
 		cs.WritableLayer = &runtimeapi.FilesystemUsage{
 			Timestamp: now, FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: upper},

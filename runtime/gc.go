@@ -114,6 +114,17 @@ func (r *Runtime) GC(ctx context.Context, opts GCOptions) (done []string, retErr
 		}
 		done = append(done, fmt.Sprintf("%s state dir of unrecorded pod %s", verb, state.ShortID(id)))
 	}
+	// Writable layers whose container no record names: a crash between a
+	// container's removal and its layer's, or a reboot, which empties a
+	// state dir on a tmpfs but not the image store's disk. The index
+	// names a container before its layer exists; the grace covers a
+	// store shared with another state dir, whose container may be
+	// between its layer and its mount.
+	swept, err := r.Images.SweepWritable(m.Store.HasContainer, 10*time.Second, opts.DryRun)
+	for _, id := range swept {
+		done = append(done, fmt.Sprintf("%s the writable layer of unrecorded container %s", verb, state.ShortID(id)))
+	}
+	errs = append(errs, err)
 	if !opts.DryRun {
 		pruned, err := m.Store.PruneNames()
 		if err != nil {

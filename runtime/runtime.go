@@ -243,7 +243,8 @@ func (r *Runtime) removeContainers(p *state.Pod, rec *trace.Recorder) error {
 		errs = append(errs, r.Sandbox.OCI.Delete(c.ID))
 	}
 	for _, d := range ctrDirs {
-		errs = append(errs, rootfs.UnmountOverlay(filepath.Join(r.Sandbox.Store.PodDir(p.ID), "containers", d.Name(), "fs")))
+		c := state.Container{ID: d.Name(), Bundle: filepath.Join(r.Sandbox.Store.PodDir(p.ID), "containers", d.Name())}
+		errs = append(errs, r.unmountRootfs(&c))
 	}
 	end(nil)
 	if err := errors.Join(append(errs, failpoint.Hit("teardown-after-containers"))...); err != nil {

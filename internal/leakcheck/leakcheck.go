@@ -48,6 +48,7 @@ const (
 	KindProcess       = "process"
 	KindMount         = "mount"
 	KindIPTables      = "iptables rule"
+	KindWritable      = "writable layer"
 )
 
 // Host says where to look.
@@ -67,6 +68,9 @@ type Host struct {
 	// plugin added for one of them (in the nat table's CNI-HOSTPORT-DNAT,
 	// naming the network) is a leak.
 	CNINetworks []string
+	// WritableDirs hold containers' writable layers (an image store's
+	// rw/): every entry is a leak.
+	WritableDirs []string
 }
 
 // Default is podlab's default configuration on this host (runtime/config's
@@ -80,6 +84,7 @@ func Default() Host {
 		CgroupParent:  "/podlab",
 		MountDirs:     []string{"/run/podlab", "/var/lib/podlab"},
 		CNINetworks:   []string{"podlab"},
+		WritableDirs:  []string{"/var/lib/podlab/images/rw"},
 	}
 }
 
@@ -95,6 +100,7 @@ func (h Host) Check() ([]Leak, error) {
 		}
 	}
 	add(h.namespaceFiles())
+	add(h.writableLayers())
 	mounts, err := h.mounts()
 	if err != nil {
 		errs = append(errs, err)
@@ -145,6 +151,22 @@ func (h Host) namespaceFiles() ([]Leak, error) {
 		}
 		for _, n := range names {
 			leaks = append(leaks, Leak{KindNamespaceFile, filepath.Join(dir, n)})
+		}
+	}
+	return leaks, errors.Join(errs...)
+}
+
+// writableLayers lists the layers in the writable-layer dirs.
+func (h Host) writableLayers() ([]Leak, error) {
+	var leaks []Leak
+	var errs []error
+	for _, dir := range h.WritableDirs {
+		names, err := readDirNames(dir)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, n := range names {
+			leaks = append(leaks, Leak{KindWritable, filepath.Join(dir, n)})
 		}
 	}
 	return leaks, errors.Join(errs...)

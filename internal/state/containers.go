@@ -39,6 +39,16 @@ func (s *Store) IndexContainer(podID, ctrID string) error {
 	return nil
 }
 
+// HasContainer reports whether container id (a full id) is indexed: from
+// before anything of it exists until after everything of it is gone.
+func (s *Store) HasContainer(id string) bool {
+	if !validID(id) {
+		return false
+	}
+	_, err := os.Lstat(s.containerIndexPath(id))
+	return err == nil
+}
+
 // UnindexContainer forgets container id. Idempotent.
 func (s *Store) UnindexContainer(id string) {
 	if validID(id) {

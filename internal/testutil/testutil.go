@@ -65,6 +65,10 @@ func GoBuild(args ...string) *exec.Cmd {
 	return exec.Command("go", append([]string{"build", "-tags=" + BuildTags()}, args...)...)
 }
 
+// WritableDirs are the writable-layer dirs of the image stores a test
+// package's pods use (a store's rw/), for LeakCheck.
+var WritableDirs []string
+
 // LeakCheck fails the test if it left anything on the host (see
 // internal/leakcheck): pinned namespaces, veths, leases, cgroups, mounts
 // under podlab's dirs or the temp dir (where tests keep their state and
@@ -83,6 +87,7 @@ func LeakCheck(t testing.TB) {
 	}
 	h := leakcheck.Default()
 	h.MountDirs = append(h.MountDirs, os.TempDir())
+	h.WritableDirs = append(h.WritableDirs, WritableDirs...)
 	leaks, err := h.CheckSettled(vethSettle)
 	if err != nil {
 		t.Errorf("leak check after %s: %v", t.Name(), err)

@@ -44,6 +44,7 @@ func run(m *testing.M) int {
 	configPath = filepath.Join(dir, "config.yaml")
 	logDir = filepath.Join(dir, "logs")
 	cfg := fmt.Sprintf("stateDir: %s\nimageDir: %s\nlogDir: %s\nstopGracePeriodSeconds: 2\n", stateDir, filepath.Join(dir, "images"), logDir)
+	testutil.WritableDirs = append(testutil.WritableDirs, filepath.Join(dir, "images", "rw"))
 	if err := os.WriteFile(configPath, []byte(cfg), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

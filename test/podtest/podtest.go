@@ -101,6 +101,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	ImageDir = filepath.Join(dir, "images")
+	testutil.WritableDirs = append(testutil.WritableDirs, filepath.Join(ImageDir, "rw"))
 	store, err := rootfs.Open(ImageDir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
