@@ -82,14 +82,18 @@ machine_md() {
   echo "- Memory: $mem"
   echo "- Kernel: $kernel; OS: $os"
   echo "- cgroups: $cg"
-  # favordynmods (a cgroup2 mount option that cannot be turned off until
-  # reboot) makes moving a task into a cgroup ~0.05 ms instead of waiting for
-  # an RCU grace period (7-30 ms here): it changes every runtime's figures.
+  # Without favordynmods, moving a task into a cgroup after a quiet spell
+  # first waits for an RCU grace period (7-30 ms on these VMs). runc run,
+  # containerd's runc and podman wait for it in line; podlab overlaps it
+  # (docs/stages.md), so the ratios to them depend on it. The mount option
+  # does not tell for sure (on 6.18 the cheap path stays after a remount
+  # without it), so the move is timed.
   if grep -qE '^cgroup2 .*favordynmods' /proc/mounts; then
-    echo "- cgroup2 mounted with favordynmods (cgroup attach does not wait for an RCU grace period; applies to every peer alike)"
+    echo "- cgroup2 mounted with favordynmods"
   else
-    echo "- cgroup2 without favordynmods (each cgroup attach may wait for an RCU grace period)"
+    echo "- cgroup2 without favordynmods"
   fi
+  echo "- $(cgroup_attach_probe)"
   # Removed memory cgroups whose pages are still cached stay as "dying"
   # ones; thousands of them slow every memcg operation, so a machine that
   # has run many containers since its last reboot measures slower.
@@ -98,6 +102,46 @@ machine_md() {
   if [ -n "$memcgs" ] && [ -d /sys/fs/cgroup/memory ]; then
     live=$(find /sys/fs/cgroup/memory -type d 2>/dev/null | wc -l)
     echo "- memory cgroups (v1): $memcgs in the kernel, $live in the hierarchy (the rest are removed ones still holding cached pages)"
+  fi
+}
+
+# cgroup_attach_probe: one line saying how long moving a process into a
+# new cgroup takes after 0.3 s of quiet (median of 3), the wait that runc
+# and the other peers make at each container's start. The probe's cgroup
+# and process are gone when it returns.
+cgroup_attach_probe() {
+  local root cg i pid t0 t1 times=()
+  if [ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" = cgroup2fs ]; then
+    root=/sys/fs/cgroup
+  elif [ -d /sys/fs/cgroup/pids ]; then
+    root=/sys/fs/cgroup/pids
+  else
+    echo "cgroup attach after a quiet spell: not measured (no pids hierarchy)"; return 0
+  fi
+  cg=$root/podlab-attach-probe.$$
+  mkdir "$cg" 2>/dev/null || { echo "cgroup attach after a quiet spell: not measured (cannot create $cg)"; return 0; }
+  for i in 1 2 3; do
+    sleep 30 & pid=$!
+    sleep 0.3
+    t0=$EPOCHREALTIME
+    if echo "$pid" 2>/dev/null > "$cg/cgroup.procs"; then
+      t1=$EPOCHREALTIME
+      times+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) * 1000 }')")
+    fi
+    kill "$pid" 2>/dev/null || :
+    wait "$pid" 2>/dev/null || :
+  done
+  for i in $(seq 50); do rmdir "$cg" 2>/dev/null && break; sleep 0.02; done
+  [ ! -d "$cg" ] || echo "bench-peers: could not remove the probe cgroup $cg" >&2
+  if [ ${#times[@]} -eq 0 ]; then
+    echo "cgroup attach after a quiet spell: not measured (the move was refused)"; return 0
+  fi
+  local med
+  med=$(printf '%s\n' "${times[@]}" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+  if awk -v m="$med" 'BEGIN { exit !(m >= 2) }'; then
+    echo "cgroup attach after 0.3 s of quiet: $med ms (median of ${#times[@]}): an RCU grace period, which the scripted floor's runc, containerd and podman wait for at each container's start and podlab overlaps"
+  else
+    echo "cgroup attach after 0.3 s of quiet: $med ms (median of ${#times[@]}): no grace period on this host: runc, containerd and podman start containers without that wait, so their ratios to podlab are lower than on a host with it"
   fi
 }
 
