@@ -63,6 +63,7 @@ fuzz:
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzExpand$$' ./runtime/env
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzUnpackLayer$$' ./rootfs
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzCRIToOCI$$' ./runtime
+	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzGrammar$$' ./rootfs
 
 # The unit tests many times under CPU and I/O load (stress-ng): any failure
 # is a flaky test. CI runs this short version; the long one is

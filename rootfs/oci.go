@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -299,9 +298,8 @@ func looksLikeDockerSave(src source) bool {
 	return true
 }
 
-// blobName matches the content-addressed paths of a Docker >= 25 save, whose
+// A Docker >= 25 save names its files by content (parseBlobName), so their
 // digests can be checked; older saves use <v1 id>/layer.tar, which cannot.
-var blobName = regexp.MustCompile(`^blobs/(sha256|sha384|sha512)/([a-f0-9]+)$`)
 
 // planDockerSave reads a `docker save` archive: manifest.json names the
 // config and the layer tars. The image ID is the config's digest, as in
@@ -354,8 +352,8 @@ func planDockerSave(src source, ref string) (*importPlan, error) {
 			ls.diffID = diffIDs[i]
 		}
 		ls.open = func() (io.ReadCloser, error) {
-			if m := blobName.FindStringSubmatch(name); m != nil {
-				return openBlob(src, digest.NewDigestFromEncoded(digest.Algorithm(m[1]), m[2]), -1)
+			if alg, encoded, ok := parseBlobName(name); ok {
+				return openBlob(src, digest.NewDigestFromEncoded(digest.Algorithm(alg), encoded), -1)
 			}
 			rc, _, err := src.open(name)
 			return rc, err
@@ -368,8 +366,8 @@ func planDockerSave(src source, ref string) (*importPlan, error) {
 // namedDigest recognizes a content-addressed file name: blobs/<alg>/<hex> or
 // the <hex>.json config name of older saves.
 func namedDigest(name string) (digest.Digest, bool) {
-	if m := blobName.FindStringSubmatch(name); m != nil {
-		return digest.NewDigestFromEncoded(digest.Algorithm(m[1]), m[2]), true
+	if alg, encoded, ok := parseBlobName(name); ok {
+		return digest.NewDigestFromEncoded(digest.Algorithm(alg), encoded), true
 	}
 	if hexPart, ok := strings.CutSuffix(name, ".json"); ok && len(hexPart) == 64 && !strings.Contains(hexPart, "/") {
 		if _, err := hex.DecodeString(hexPart); err == nil {

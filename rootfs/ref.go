@@ -2,7 +2,6 @@ package rootfs
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/opencontainers/go-digest"
@@ -59,16 +58,6 @@ func (r Ref) Familiar() string {
 // RepoDigest is the repository with a digest: "docker.io/library/busybox@sha256:…".
 func (r Ref) RepoDigest(d digest.Digest) string { return r.Repository() + "@" + string(d) }
 
-var (
-	// A path component: distribution/reference's grammar (lowercase
-	// alphanumerics joined by one '.', one or two '_', or dashes).
-	pathComponent = regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*$`)
-	// A domain: host name components or a bracketed IPv6 address, and an
-	// optional port.
-	domainRE = regexp.MustCompile(`^(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?$`)
-	tagRE    = regexp.MustCompile(`^[\w][\w.-]{0,127}$`)
-)
-
 // ParseRef validates and normalizes an image reference.
 func ParseRef(ref string) (Ref, error) {
 	bad := func(format string, a ...any) (Ref, error) {
@@ -98,7 +87,7 @@ func ParseRef(ref string) (Ref, error) {
 		if len(r.Tag) > 128 {
 			return bad("tag longer than 128 characters")
 		}
-		if !tagRE.MatchString(r.Tag) {
+		if !validTag(r.Tag) {
 			for i, c := range r.Tag {
 				if !(c == '_' || isLowerAlnum(c) || (c >= 'A' && c <= 'Z') || (i > 0 && (c == '.' || c == '-'))) {
 					return bad("character %q not allowed in tag %q (allowed: A-Z a-z 0-9 _, then also . -)", c, r.Tag)
@@ -116,7 +105,7 @@ func ParseRef(ref string) (Ref, error) {
 	if i := strings.IndexByte(name, '/'); i > 0 {
 		first := name[:i]
 		if strings.ContainsAny(first, ".:") || first == "localhost" || strings.ToLower(first) != first {
-			if !domainRE.MatchString(first) {
+			if !validDomain(first) {
 				return bad("registry host %q is not a valid host[:port]", first)
 			}
 			r.Domain, path = first, name[i+1:]
@@ -140,7 +129,7 @@ func ParseRef(ref string) (Ref, error) {
 		if !isLowerAlnum(rune(comp[0])) || !isLowerAlnum(rune(comp[len(comp)-1])) {
 			return bad("name component %q must start and end with a letter or digit", comp)
 		}
-		if !pathComponent.MatchString(comp) {
+		if !validPathComponent(comp) {
 			return bad("name component %q: separators (. _ __ -) must sit between letters or digits", comp)
 		}
 	}

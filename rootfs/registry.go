@@ -109,7 +109,7 @@ func (c *RegistryConfig) Validate() error {
 		return errors.New("registry: requestTimeoutSeconds, maxManifestBytes and maxLayerBytes must not be negative")
 	}
 	for host, h := range c.Hosts {
-		if !domainRE.MatchString(host) {
+		if !validDomain(host) {
 			return fmt.Errorf("registry.hosts[%q]: not a registry host[:port]", host)
 		}
 		if h.Server != "" {
@@ -143,7 +143,7 @@ func parseEndpointURL(s string) (*url.URL, error) {
 	if u.Scheme != "https" && u.Scheme != "http" {
 		return nil, fmt.Errorf("%q: scheme must be https or http", s)
 	}
-	if u.Host == "" || !domainRE.MatchString(u.Host) {
+	if u.Host == "" || !validDomain(u.Host) {
 		return nil, fmt.Errorf("%q: no valid host[:port]", s)
 	}
 	if p := strings.TrimSuffix(u.Path, "/"); p != "" && p != "/v2" {
