@@ -141,32 +141,22 @@ func onlyVeths(leaks []Leak) bool {
 }
 
 // namespaceFiles lists the files in the pinned namespace dirs.
-func (h Host) namespaceFiles() ([]Leak, error) {
-	var leaks []Leak
-	var errs []error
-	for _, dir := range h.NamespaceDirs {
-		names, err := readDirNames(dir)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		for _, n := range names {
-			leaks = append(leaks, Leak{KindNamespaceFile, filepath.Join(dir, n)})
-		}
-	}
-	return leaks, errors.Join(errs...)
-}
+func (h Host) namespaceFiles() ([]Leak, error) { return entries(KindNamespaceFile, h.NamespaceDirs) }
 
 // writableLayers lists the layers in the writable-layer dirs.
-func (h Host) writableLayers() ([]Leak, error) {
+func (h Host) writableLayers() ([]Leak, error) { return entries(KindWritable, h.WritableDirs) }
+
+// entries is every entry of dirs, each a leak of kind.
+func entries(kind string, dirs []string) ([]Leak, error) {
 	var leaks []Leak
 	var errs []error
-	for _, dir := range h.WritableDirs {
+	for _, dir := range dirs {
 		names, err := readDirNames(dir)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		for _, n := range names {
-			leaks = append(leaks, Leak{KindWritable, filepath.Join(dir, n)})
+			leaks = append(leaks, Leak{kind, filepath.Join(dir, n)})
 		}
 	}
 	return leaks, errors.Join(errs...)

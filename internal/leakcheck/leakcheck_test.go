@@ -259,12 +259,13 @@ func TestFiles(t *testing.T) {
 		"cni/networks/podlab/10.77.0.5", "cni/networks/podlab/last_reserved_ip.0", "cni/networks/podlab/lock",
 		"cni/networks/other/10.88.0.2",
 		"cni/results/podlab-0123-eth0",
+		"images/rw/0123abcd/upper/etc/passwd",
 	} {
 		writeFile(t, filepath.Join(dir, f), "")
 	}
-	h := Host{NamespaceDirs: []string{dir + "/netns", dir + "/ipcns", dir + "/utsns"}, CNIDir: cni}
+	h := Host{NamespaceDirs: []string{dir + "/netns", dir + "/ipcns", dir + "/utsns"}, CNIDir: cni, WritableDirs: []string{dir + "/images/rw"}}
 	var got []Leak
-	for _, part := range []func() ([]Leak, error){h.namespaceFiles, h.leases, h.cniCache} {
+	for _, part := range []func() ([]Leak, error){h.namespaceFiles, h.leases, h.cniCache, h.writableLayers} {
 		l, err := part()
 		if err != nil {
 			t.Fatal(err)
@@ -277,13 +278,14 @@ func TestFiles(t *testing.T) {
 		"ipam lease " + cni + "/networks/podlab/10.77.0.5",
 		"namespace file " + dir + "/ipcns/default_web",
 		"namespace file " + dir + "/netns/default_web",
+		"writable layer " + dir + "/images/rw/0123abcd",
 	}
 	if got := strs(got); !slices.Equal(got, want) {
 		t.Errorf("files:\n got %q\nwant %q", got, want)
 	}
 	// Nothing there at all (a host that never ran a pod): no leak, no error.
-	empty := Host{NamespaceDirs: []string{dir + "/none"}, CNIDir: dir + "/none"}
-	for _, part := range []func() ([]Leak, error){empty.namespaceFiles, empty.leases, empty.cniCache} {
+	empty := Host{NamespaceDirs: []string{dir + "/none"}, CNIDir: dir + "/none", WritableDirs: []string{dir + "/none"}}
+	for _, part := range []func() ([]Leak, error){empty.namespaceFiles, empty.leases, empty.cniCache, empty.writableLayers} {
 		if l, err := part(); err != nil || len(l) != 0 {
 			t.Errorf("on a clean host: %v, %v", l, err)
 		}
