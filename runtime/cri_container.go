@@ -759,23 +759,28 @@ func (r *Runtime) deleteTaskContainer(p *state.Pod, c *state.Container) error {
 
 // containerRootfs is where c's root filesystem is: its writable layer in
 // the image store, on disk, and the overlay's mount point in its bundle,
-// as runc's bundles have it.
+// as runc's bundles have it ("" for a record without a bundle).
 func (r *Runtime) containerRootfs(c *state.Container) (rw, merged string) {
-	return r.Images.WritableDir(c.ID), filepath.Join(c.Bundle, "rootfs")
+	if c.Bundle != "" {
+		merged = filepath.Join(c.Bundle, "rootfs")
+	}
+	return r.Images.WritableDir(c.ID), merged
 }
 
 // unmountRootfs unmounts c's root filesystem and removes its writable
 // layer. Idempotent. A bundle made before writable layers moved to the
 // image store holds its overlay at fs/merged, its layer beside it.
 func (r *Runtime) unmountRootfs(c *state.Container) error {
-	if legacy := filepath.Join(c.Bundle, "fs"); c.Bundle != "" {
+	rw, merged := r.containerRootfs(c)
+	if merged != "" {
+		legacy := filepath.Join(c.Bundle, "fs")
 		if _, err := os.Lstat(legacy); err == nil {
 			if err := rootfs.UnmountOverlay(legacy, filepath.Join(legacy, "merged")); err != nil {
 				return err
 			}
 		}
 	}
-	return rootfs.UnmountOverlay(r.containerRootfs(c))
+	return rootfs.UnmountOverlay(rw, merged)
 }
 
 // ContainerStatus reports a container as its shim and exit record show it.
