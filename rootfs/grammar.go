@@ -47,42 +47,47 @@ func validPathComponent(s string) bool {
 // host name labels (letters, digits and inner '-') joined by '.', or a
 // bracketed IPv6 address, then ':' and digits.
 func validDomain(s string) bool {
-	host, port := s, ""
+	host, port, hasPort := s, "", false
 	if strings.HasPrefix(s, "[") {
 		end := strings.IndexByte(s, ']')
-		if end < 2 {
+		if end < 0 {
 			return false
 		}
-		for i := 1; i < end; i++ {
-			if !isHexDigit(s[i]) && s[i] != ':' {
-				return false
-			}
-		}
-		host, port = "", s[end+1:]
+		host, port = s[:end+1], s[end+1:]
 		if port != "" {
-			if port[0] != ':' {
-				return false
-			}
-			port = port[1:]
-			if port == "" {
+			if port, hasPort = strings.CutPrefix(port, ":"); !hasPort {
 				return false
 			}
 		}
-	} else if i := strings.IndexByte(s, ':'); i >= 0 {
-		host, port = s[:i], s[i+1:]
-		if port == "" {
+	} else {
+		host, port, hasPort = strings.Cut(s, ":")
+	}
+	if hasPort && !allDigits(port) {
+		return false
+	}
+	if strings.HasPrefix(host, "[") {
+		return validBracketedIPv6(host)
+	}
+	return validHostName(host)
+}
+
+// validBracketedIPv6 reports whether s is "[" hex digits and colons "]".
+func validBracketedIPv6(s string) bool {
+	if len(s) < 3 || s[len(s)-1] != ']' {
+		return false
+	}
+	for i := 1; i < len(s)-1; i++ {
+		if !isHexDigit(s[i]) && s[i] != ':' {
 			return false
 		}
 	}
-	for i := 0; i < len(port); i++ {
-		if port[i] < '0' || port[i] > '9' {
-			return false
-		}
-	}
-	if host == "" {
-		return strings.HasPrefix(s, "[")
-	}
-	for label := range strings.SplitSeq(host, ".") {
+	return true
+}
+
+// validHostName reports whether s is labels joined by '.', each letters
+// and digits with inner '-'.
+func validHostName(s string) bool {
+	for label := range strings.SplitSeq(s, ".") {
 		if label == "" || !isAlnumByte(label[0]) || !isAlnumByte(label[len(label)-1]) {
 			return false
 		}
@@ -93,6 +98,16 @@ func validDomain(s string) bool {
 		}
 	}
 	return true
+}
+
+// allDigits reports whether s is one or more decimal digits.
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // validTag reports whether s is a tag: a word character, then up to 127

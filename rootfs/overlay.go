@@ -243,6 +243,9 @@ func UnmountOverlay(rw, merged string) error {
 		}
 		dirs = append(dirs, merged)
 	}
+	if !exists(rw) && (merged == "" || !exists(merged)) {
+		return nil // removed already: nothing is mounted on a missing dir
+	}
 	// Deleting rw is only safe for a directory MountOverlay made: a wrong
 	// argument ("/", a bundle dir) must not take the host with it.
 	entries, err := os.ReadDir(rw)
@@ -293,6 +296,12 @@ func UnmountOverlay(rw, merged string) error {
 		}
 	}
 	return fmt.Errorf("unmounting overlay of %s: mounts keep reappearing", rw)
+}
+
+// exists reports whether path names anything (a link counts).
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // resolved is dir made absolute, its symbolic links resolved where it

@@ -55,8 +55,6 @@ func mountedUnder(t *testing.T, dir string) []string {
 	return m
 }
 
-func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
-
 func TestMountOverlay(t *testing.T) {
 	testutil.RequireRoot(t)
 	leakCheckLast(t)
