@@ -55,7 +55,7 @@ type Runtime struct {
 
 // New opens the sandbox manager and the image store.
 func New(cfg *config.Config, configPath string) (*Runtime, error) {
-	sb, err := sandbox.New(cfg)
+	sb, err := sandbox.New(sandboxConfig(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -64,6 +64,26 @@ func New(cfg *config.Config, configPath string) (*Runtime, error) {
 		return nil, err
 	}
 	return &Runtime{Config: cfg, ConfigPath: configPath, Sandbox: sb, Images: images}, nil
+}
+
+// sandboxConfig is the part of cfg the sandbox manager takes.
+func sandboxConfig(cfg *config.Config) sandbox.Config {
+	return sandbox.Config{
+		StateDir:      cfg.StateDir,
+		NetNSDir:      cfg.NetNSDir,
+		NamespacesDir: cfg.NamespacesDir,
+		CgroupParent:  cfg.CgroupParent,
+		PauseBinary:   cfg.PauseBinary,
+		CNI: sandbox.Network{
+			BinDirs:          cfg.CNI.BinDirs,
+			ConfDir:          cfg.CNI.ConfDir,
+			Conflist:         cfg.CNI.Conflist,
+			Loopback:         cfg.CNI.Loopback,
+			InternalLoopback: cfg.CNI.InternalLoopback,
+			Masquerade:       cfg.CNI.Masquerade,
+			PluginTimeout:    cfg.CNI.PluginTimeout(),
+		},
+	}
 }
 
 // LogDir is the pod's log directory, as the kubelet lays it out.

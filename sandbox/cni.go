@@ -21,7 +21,6 @@ import (
 	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
-	"github.com/podlab/podlab/runtime/config"
 )
 
 // loopbackConflist brings up lo, as a network of its own the way
@@ -50,7 +49,7 @@ type network struct {
 }
 
 // loadNetworks returns the pod's networks in attach order.
-func loadNetworks(c config.CNI) ([]network, error) {
+func loadNetworks(c Network) ([]network, error) {
 	var nets []network
 	if c.Loopback && !c.InternalLoopback {
 		lo, err := libcni.ConfListFromBytes([]byte(loopbackConflist))
@@ -138,13 +137,13 @@ func (e *timedExec) Decode(b []byte) (version.PluginInfo, error) {
 
 // cniClient attaches and detaches a pod's networks.
 type cniClient struct {
-	cfg      config.CNI
+	cfg      Network
 	cacheDir string
 	masq     *masquerade // nil: cni.masquerade is off
 }
 
 func (c *cniClient) libcni(rec *trace.Recorder, parent string) *libcni.CNIConfig {
-	return libcni.NewCNIConfigWithCacheDir(c.cfg.BinDirs, c.cacheDir, &timedExec{rec: rec, parent: parent, timeout: c.cfg.PluginTimeout()})
+	return libcni.NewCNIConfigWithCacheDir(c.cfg.BinDirs, c.cacheDir, &timedExec{rec: rec, parent: parent, timeout: c.cfg.PluginTimeout})
 }
 
 // podRuntimeConf is the CNI runtime config of pod p on network n.

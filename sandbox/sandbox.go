@@ -24,13 +24,38 @@ import (
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/netns"
-	"github.com/podlab/podlab/runtime/config"
 	"golang.org/x/sys/unix"
 )
 
+// Config is what the sandbox manager takes of podlab's configuration, so
+// that it depends on nothing of the runtime above it. Data only.
+type Config struct {
+	StateDir string
+	// NetNSDir holds the pods' network namespaces; NamespacesDir their
+	// pinned IPC and UTS namespaces, in ipcns/ and utsns/.
+	NetNSDir, NamespacesDir string
+	// CgroupParent is where pod cgroups go unless a pod names its own.
+	CgroupParent string
+	PauseBinary  string // "" = podlab-pause next to podlab, then $PATH
+	CNI          Network
+}
+
+// Network configures the pod network.
+type Network struct {
+	BinDirs []string
+	// ConfDir's first conflist, else Conflist (JSON).
+	ConfDir, Conflist string
+	// Loopback brings up the pod's lo: in the netns as it is made with
+	// InternalLoopback, else through the CNI loopback plugin.
+	Loopback, InternalLoopback bool
+	// Masquerade: one MASQUERADE rule per pod subnet (masquerade.go).
+	Masquerade    bool
+	PluginTimeout time.Duration
+}
+
 // Manager creates and removes pod sandboxes.
 type Manager struct {
-	Config *config.Config
+	Config Config
 	Store  *state.Store
 	OCI    *oci.Runtime
 	cni    *cniClient
@@ -41,7 +66,7 @@ type Manager struct {
 }
 
 // New opens the state store and loads the CNI configuration.
-func New(cfg *config.Config) (*Manager, error) {
+func New(cfg Config) (*Manager, error) {
 	store, err := state.Open(cfg.StateDir)
 	if err != nil {
 		return nil, err

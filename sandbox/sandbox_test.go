@@ -29,14 +29,23 @@ import (
 
 // newTestManager returns a manager on the real netns dir and CNI plugins
 // (so the leak checker sees what it would leave) with a private state dir.
-func newTestManager(t *testing.T, edit func(*config.Config)) *Manager {
+func newTestManager(t *testing.T, edit func(*Config)) *Manager {
 	t.Helper()
-	cfg := config.Default()
-	cfg.StateDir = filepath.Join(t.TempDir(), "state")
-	cfg.PauseBinary = pauseBinary
-	cfg.StopGracePeriodSeconds = 2
+	d := config.Default()
+	cfg := Config{
+		StateDir:      filepath.Join(t.TempDir(), "state"),
+		NetNSDir:      d.NetNSDir,
+		NamespacesDir: d.NamespacesDir,
+		CgroupParent:  d.CgroupParent,
+		PauseBinary:   pauseBinary,
+		CNI: Network{
+			BinDirs: d.CNI.BinDirs, ConfDir: d.CNI.ConfDir, Conflist: d.CNI.Conflist,
+			Loopback: d.CNI.Loopback, InternalLoopback: d.CNI.InternalLoopback,
+			Masquerade: d.CNI.Masquerade, PluginTimeout: d.CNI.PluginTimeout(),
+		},
+	}
 	if edit != nil {
-		edit(cfg)
+		edit(&cfg)
 	}
 	for _, d := range cfg.CNI.BinDirs {
 		if _, err := os.Stat(filepath.Join(d, "bridge")); err != nil && edit == nil {
@@ -109,7 +118,7 @@ func TestPodNetwork(t *testing.T) {
 		{"no loopback", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := newTestManager(t, func(c *config.Config) {
+			m := newTestManager(t, func(c *Config) {
 				c.CNI.Loopback, c.CNI.InternalLoopback = tc.loopback, tc.internal
 			})
 			checkPodNetwork(t, runPod(t, m, simplePod("net-check")), tc.loopback)
@@ -470,21 +479,21 @@ func TestFailedRunLeavesNothing(t *testing.T) {
 	chainWithFailure := string(chain)
 	cases := []struct {
 		name    string
-		edit    func(*config.Config)
+		edit    func(*Config)
 		wantErr string
 	}{
-		{"failing plugin", func(c *config.Config) {
+		{"failing plugin", func(c *Config) {
 			c.CNI.BinDirs = append(c.CNI.BinDirs, failDir)
 			c.CNI.Conflist = chainWithFailure
 		}, "podlab test plugin refuses ADD"},
-		{"bin dir missing the plugin", func(c *config.Config) {
+		{"bin dir missing the plugin", func(c *Config) {
 			c.CNI.BinDirs = []string{t.TempDir()}
 		}, `failed to find plugin "bridge"`},
-		{"missing pause binary", func(c *config.Config) {
+		{"missing pause binary", func(c *Config) {
 			c.PauseBinary = "/nonexistent/podlab-pause"
 		}, "pauseBinary"},
 		// A pause that exits without the handshake (not podlab's).
-		{"foreign pause binary", func(c *config.Config) {
+		{"foreign pause binary", func(c *Config) {
 			c.PauseBinary = "/bin/true"
 		}, "pause exited before confining itself (exit status 0; is pauseBinary podlab's pause?)"},
 	}
@@ -547,7 +556,7 @@ func TestTeardownOrderAndMasquerade(t *testing.T) {
 		}
 		conflist["plugins"].([]any)[0].(map[string]any)["ipMasq"] = true
 		b, _ := json.Marshal(conflist)
-		m := newTestManager(t, func(c *config.Config) { c.CNI.Conflist = string(b) })
+		m := newTestManager(t, func(c *Config) { c.CNI.Conflist = string(b) })
 		if m.netnsFirst {
 			t.Fatal("bridge with ipMasq: want CNI DEL before the netns goes")
 		}

@@ -2,6 +2,8 @@
 //
 //   - nothing under internal/ imports runtime/… or sandbox/, directly or
 //     through another package: internal/ holds leaf helpers only;
+//   - nothing in netns/, rootfs/, sandbox/ or pause/ imports runtime/…,
+//     directly or through another package (their tests may);
 //   - nothing under cmd/ imports the state store (internal/state): cmd/
 //     parses flags and prints, the runtime operations own the store;
 //   - the CRI server (runtime/cri) imports no state store either: it is a
@@ -93,6 +95,17 @@ func TestLayering(t *testing.T) {
 			from:       func(p string) bool { return under(p, "internal") },
 			banned:     func(p string) bool { return under(p, "runtime") || under(p, "sandbox") },
 			transitive: true,
+		},
+		{
+			// The rooms below the runtime (namespaces, images, the sandbox)
+			// take what they need of its config as data of their own.
+			name: "below_runtime_imports_no_runtime",
+			from: func(p string) bool {
+				return under(p, "netns") || under(p, "rootfs") || under(p, "sandbox") || under(p, "pause")
+			},
+			banned:     func(p string) bool { return under(p, "runtime") },
+			transitive: true,
+			codeOnly:   true,
 		},
 		{
 			name:   "cmd_imports_no_state_store",
