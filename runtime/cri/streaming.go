@@ -15,7 +15,8 @@ import (
 )
 
 // Exec, Attach and PortForward answer with the URL of a streaming server
-// (k8s.io/cri-streaming, the kubelet's own, SPDY and websocket) that the
+// (k8s.io/cri-streaming, the kubelet's own, SPDY and websocket; websocket
+// v5 in streaming_ws.go) that the
 // client then talks to directly, as containerd and CRI-O do: the gRPC
 // call checks the target and caches the request under a one-time token;
 // the streaming server calls the runtime's Streaming side when the
@@ -28,10 +29,13 @@ import (
 // unless the operator says so.
 const DefaultStreamingAddress = "127.0.0.1:0"
 
-// streamServer is the streaming server and the listener it serves.
+// streamServer is the streaming server and the listener it serves, with
+// the websocket v5 handler in front of it (streaming_ws.go).
 type streamServer struct {
-	srv streaming.Server
-	l   net.Listener
+	srv     streaming.Server
+	l       net.Listener
+	handler http.Handler
+	v5      *v5Requests
 }
 
 // ListenStreaming listens on addr (host:port; port 0 picks one) and makes
@@ -52,7 +56,21 @@ func (s *Server) ListenStreaming(addr string, rt streaming.Runtime) error {
 		l.Close()
 		return fmt.Errorf("streaming server: %w", err)
 	}
-	s.stream = &streamServer{srv: srv, l: l}
+	v5 := newV5Requests()
+	s.stream = &streamServer{srv: srv, l: l, v5: v5,
+		handler: &v5Handler{next: srv, rt: rt, reqs: v5, idleTimeout: cfg.StreamIdleTimeout}}
+	return nil
+}
+
+// rememberForV5 keeps r under its URL for the websocket v5 handler once
+// the library has handed the URL out (err nil).
+func (st *streamServer) rememberForV5(url string, r any, err error) error {
+	if err != nil {
+		return err
+	}
+	if err := st.v5.put(url, r); err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
 	return nil
 }
 
@@ -71,7 +89,7 @@ func (s *Server) serveStreaming(ctx context.Context) (wait func()) {
 	if s.stream == nil {
 		return func() {}
 	}
-	hs := &http.Server{Handler: s.stream.srv, ReadHeaderTimeout: 30 * time.Second}
+	hs := &http.Server{Handler: s.stream.handler, ReadHeaderTimeout: 30 * time.Second}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -115,7 +133,8 @@ func (s *Server) Exec(ctx context.Context, r *runtimeapi.ExecRequest) (*runtimea
 	if err := s.runningContainer(ctx, r.ContainerId, "Exec"); err != nil {
 		return nil, err
 	}
-	return s.stream.srv.GetExec(r)
+	resp, err := s.stream.srv.GetExec(r)
+	return resp, s.stream.rememberForV5(resp.GetUrl(), r, err)
 }
 
 // Attach returns the URL to attach to a running container's stdio.
@@ -129,7 +148,8 @@ func (s *Server) Attach(ctx context.Context, r *runtimeapi.AttachRequest) (*runt
 	if err := s.runningContainer(ctx, r.ContainerId, "Attach"); err != nil {
 		return nil, err
 	}
-	return s.stream.srv.GetAttach(r)
+	resp, err := s.stream.srv.GetAttach(r)
+	return resp, s.stream.rememberForV5(resp.GetUrl(), r, err)
 }
 
 // PortForward returns the URL to forward ports of a ready pod sandbox.

@@ -97,10 +97,8 @@ func TestCRIStreaming(t *testing.T) {
 	})
 
 	t.Run("exec websocket", func(t *testing.T) {
-		// crictl's websocket client speaks v5.channel.k8s.io only, which the
-		// kubelet's streaming server (and so containerd's) does not: the
-		// API server translates v5 to SPDY for it. The v4 channel protocol
-		// it serves is spoken here directly.
+		// The v4 channel protocol over websocket, as older clients speak
+		// it (the library serves it; v5 has a subtest of its own).
 		rt, _ := s.client(t)
 		resp, err := rt.Exec(context.Background(), &pb.ExecRequest{ContainerId: web, Cmd: []string{"sh", "-c", "echo ws-out; echo ws-err >&2; exit 5"}, Stdout: true, Stderr: true})
 		if err != nil {
@@ -128,6 +126,46 @@ func TestCRIStreaming(t *testing.T) {
 		}
 		if channels[1] != "ws-out\n" || channels[2] != "ws-err\n" || !strings.Contains(channels[3], "NonZeroExitCode") || !strings.Contains(channels[3], `"message":"5"`) {
 			t.Errorf("exec over websocket (v4.channel.k8s.io): channels %q", channels)
+		}
+	})
+
+	t.Run("exec websocket v5", func(t *testing.T) {
+		// crictl's websocket transport (client-go's, as kubectl's) offers
+		// v5.channel.k8s.io alone. Piped stdin ends with v5's CLOSE
+		// signal: cat sees its EOF while the output still flows back.
+		in := "v5 one\nv5 two\n"
+		r := s.crictlIn(in, "exec", "--transport", "websocket", "-i", web, "sh", "-c", "cat; echo cat-saw-eof; echo to-err >&2")
+		if r.code != 0 || r.stdout != in+"cat-saw-eof\n" || !strings.Contains(r.stderr, "to-err") {
+			t.Errorf("exec -i over websocket v5: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		if r := s.crictl("exec", "--transport", "websocket", web, "sh", "-c", "exit 9"); r.code == 0 || !strings.Contains(r.stderr, "exit code 9") {
+			t.Errorf("exec of exit 9 over websocket v5: crictl exited %d, stderr %q", r.code, r.stderr)
+		}
+		r = s.crictlTTY(t, 33, 99, "", "exec", "--transport", "websocket", "-it", web, "sh", "-c", awaitSize+"; stty size")
+		if out := strings.ReplaceAll(r.stdout, "\r", ""); !strings.Contains(out, "33 99\n") {
+			t.Errorf("exec -it over websocket v5: output %q lacks the size 33 99 (stderr %q)", out, r.stderr)
+		}
+		// A URL is good once, whichever protocol takes it.
+		rt, _ := s.client(t)
+		resp, err := rt.Exec(context.Background(), &pb.ExecRequest{ContainerId: web, Cmd: []string{"true"}, Stdout: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, wantOK := range []bool{true, false} {
+			cfg, err := websocket.NewConfig(strings.Replace(resp.Url, "http://", "ws://", 1), "http://127.0.0.1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Protocol = []string{"v5.channel.k8s.io"}
+			ws, err := websocket.DialConfig(cfg)
+			if (err == nil) != wantOK {
+				t.Errorf("v5 dial %d of one URL: err %v, want ok=%v", i+1, err, wantOK)
+			}
+			if err == nil {
+				for websocket.Message.Receive(ws, new([]byte)) == nil {
+				}
+				ws.Close()
+			}
 		}
 	})
 
