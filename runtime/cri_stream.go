@@ -94,7 +94,7 @@ func copyStreams(streams *shim.Streams, in io.Reader, out, errOut io.Writer) <-c
 	var wg sync.WaitGroup
 	for _, s := range []struct {
 		w io.Writer
-		r io.Reader
+		r io.ReadCloser
 	}{{out, streams.Out}, {errOut, streams.Err}} {
 		if s.r == nil {
 			continue
@@ -102,7 +102,13 @@ func copyStreams(streams *shim.Streams, in io.Reader, out, errOut io.Writer) <-c
 		if s.w == nil {
 			s.w = io.Discard
 		}
-		wg.Go(func() { io.Copy(s.w, s.r) })
+		wg.Go(func() {
+			io.Copy(s.w, s.r)
+			// Ended, or the client went away (its stream failed): the
+			// shim's next write then fails, and so does the process's,
+			// which is not left blocked on output that no one reads.
+			s.r.Close()
+		})
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()

@@ -215,7 +215,13 @@ func (t *taskService) startStreamExec(run *started, e *streamExec, req *ExecStar
 		r *os.File
 	}{{streams.out, outR}, {streams.err, errR}} {
 		if s.w != nil && s.r != nil {
-			pumps.Go(func() { copyOutput(s.w, s.r) })
+			pumps.Go(func() {
+				copyOutput(s.w, s.r)
+				// The client's end failed (it went away) or the output
+				// ended: the process's next write fails (EPIPE, or a
+				// hangup on a tty) instead of blocking on a full pipe.
+				s.r.Close()
+			})
 		}
 	}
 	go func() {

@@ -169,6 +169,37 @@ func TestCRIStreaming(t *testing.T) {
 		}
 	})
 
+	t.Run("exec client gone", func(t *testing.T) {
+		// A client that goes away mid-exec: the process writing to it gets
+		// EPIPE (its shell loop ends) instead of blocking on a full pipe
+		// forever, in the shim and in serve alike.
+		const marker = "exec-client-gone-marker"
+		cmd := exec.Command(s.crictlBin, append(s.crictlArgs(), "exec", web, "sh", "-c", "while echo "+marker+"; do :; done")...)
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != marker+"\n" {
+			t.Fatalf("exec's first line %q, %v", line, err)
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		deadline := time.Now().Add(time.Minute)
+		for {
+			out, _ := exec.Command("pgrep", "-f", "while echo "+marker).Output()
+			if len(out) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the exec's process %s still runs a minute after its client went away", strings.Fields(string(out)))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+
 	t.Run("exec -i", func(t *testing.T) {
 		in := "line one\nline two\n"
 		r := s.crictlIn(in, "exec", "-i", web, "sh", "-c", "cat; echo cat-saw-eof")
