@@ -344,6 +344,9 @@ func ociSpec(p *state.Pod, cfg *runtimeapi.ContainerConfig, img *rootfs.Image, r
 	if err != nil {
 		return nil, "", err
 	}
+	if _, err := applyAppArmor(spec, cfg.Linux.SecurityContext, hostAppArmor()); err != nil {
+		return nil, "", err
+	}
 	spec.Annotations["io.kubernetes.cri.sandbox-name"] = p.Name
 	spec.Annotations["io.kubernetes.cri.sandbox-namespace"] = p.Namespace
 	return spec, profile, nil

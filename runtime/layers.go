@@ -145,7 +145,7 @@ func buildOCI(cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, ct
 	}
 	p.User = u
 	sc := cfg.Linux.SecurityContext
-	if err := noAppArmor(sc); err != nil {
+	if _, err := appArmorProfile(sc); err != nil {
 		return nil, err
 	}
 	// SELinux options are ignored, as containerd ignores them on a host
@@ -432,18 +432,4 @@ func memberOf(passwd, group string, uid int) ([]int64, error) {
 		gids = append(gids, int64(g.Gid))
 	}
 	return gids, nil
-}
-
-// noAppArmor fails a container that asks for an AppArmor profile, as
-// containerd does on a host without AppArmor: podlab applies none, and a
-// profile silently not applied would be a lie. Unconfined is fine.
-func noAppArmor(sc *runtimeapi.LinuxContainerSecurityContext) error {
-	if p := sc.GetApparmor(); p != nil && p.ProfileType != runtimeapi.SecurityProfile_Unconfined {
-		return fmt.Errorf("config.linux.security_context.apparmor: %s: apparmor is not supported", p.ProfileType)
-	}
-	//lint:ignore SA1019 older kubelets still send only the deprecated field
-	if p := sc.GetApparmorProfile(); p != "" && p != "unconfined" {
-		return fmt.Errorf("config.linux.security_context.apparmor_profile: %q: apparmor is not supported", p)
-	}
-	return nil
 }

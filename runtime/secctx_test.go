@@ -129,20 +129,3 @@ func TestBindMountPropagation(t *testing.T) {
 		}
 	}
 }
-
-func TestNoAppArmor(t *testing.T) {
-	for _, sc := range []*runtimeapi.LinuxContainerSecurityContext{
-		{}, {ApparmorProfile: "unconfined"}, {Apparmor: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}},
-	} {
-		if err := noAppArmor(sc); err != nil {
-			t.Errorf("%v: %v", sc, err)
-		}
-	}
-	for _, sc := range []*runtimeapi.LinuxContainerSecurityContext{
-		{ApparmorProfile: "runtime/default"}, {Apparmor: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}},
-	} {
-		if err := noAppArmor(sc); err == nil || !strings.Contains(err.Error(), "apparmor") {
-			t.Errorf("%v: %v, want apparmor refused", sc, err)
-		}
-	}
-}

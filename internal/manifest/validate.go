@@ -140,6 +140,7 @@ func (v *podValidator) spec(p *field.Path) {
 			v.id(scp.Child("supplementalGroups").Index(i), &g, validation.IsValidGroupID)
 		}
 		v.seccompProfile(scp.Child("seccompProfile"), sc.SeccompProfile)
+		v.appArmorProfile(scp.Child("appArmorProfile"), sc.AppArmorProfile)
 	}
 	v.nonRoot(p)
 }
@@ -245,6 +246,7 @@ func (v *podValidator) container(c *corev1.Container, p *field.Path, volumes set
 			v.add(field.Invalid(scp, "", "cannot set `allowPrivilegeEscalation` to false and `privileged` to true"))
 		}
 		v.seccompProfile(scp.Child("seccompProfile"), sc.SeccompProfile)
+		v.appArmorProfile(scp.Child("appArmorProfile"), sc.AppArmorProfile)
 	}
 }
 
@@ -563,6 +565,27 @@ func (v *podValidator) seccompProfile(p *field.Path, sp *corev1.SeccompProfile) 
 		}
 	case sp.LocalhostProfile != nil:
 		v.add(field.Invalid(p.Child("localhostProfile"), *sp.LocalhostProfile, "can only be set when seccomp type is Localhost"))
+	}
+}
+
+// appArmorProfile checks an appArmorProfile as the API server does: a
+// known type; a localhostProfile for Localhost and for it only.
+func (v *podValidator) appArmorProfile(p *field.Path, ap *corev1.AppArmorProfile) {
+	if ap == nil {
+		return
+	}
+	types := []corev1.AppArmorProfileType{corev1.AppArmorProfileTypeRuntimeDefault, corev1.AppArmorProfileTypeUnconfined, corev1.AppArmorProfileTypeLocalhost}
+	switch {
+	case ap.Type == "":
+		v.add(field.Required(p.Child("type"), ""))
+	case !slices.Contains(types, ap.Type):
+		v.add(field.NotSupported(p.Child("type"), ap.Type, types))
+	case ap.Type == corev1.AppArmorProfileTypeLocalhost:
+		if ap.LocalhostProfile == nil || strings.TrimSpace(*ap.LocalhostProfile) == "" {
+			v.add(field.Required(p.Child("localhostProfile"), "must be set when AppArmor type is Localhost"))
+		}
+	case ap.LocalhostProfile != nil:
+		v.add(field.Invalid(p.Child("localhostProfile"), *ap.LocalhostProfile, "can only be set when AppArmor type is Localhost"))
 	}
 }
 

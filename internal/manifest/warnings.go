@@ -75,6 +75,7 @@ var supportTable = sync.OnceValue(func() map[string]rule {
 		"spec.securityContext.supplementalGroups": handled,
 		"spec.securityContext.fsGroup":            handled,
 		"spec.securityContext.seccompProfile":     handled,
+		"spec.securityContext.appArmorProfile":    handled,
 		"spec.securityContext.sysctls":            handled,
 		// Values that change nothing without a cluster, or are the defaults
 		// `kubectl get -o yaml` prints.
@@ -122,6 +123,7 @@ var supportTable = sync.OnceValue(func() map[string]rule {
 		"securityContext.capabilities":             handled,
 		"securityContext.allowPrivilegeEscalation": handled,
 		"securityContext.seccompProfile":           handled,
+		"securityContext.appArmorProfile":          handled,
 
 		"imagePullPolicy":          handled,
 		"terminationMessagePath":   only(corev1.TerminationMessagePathDefault),

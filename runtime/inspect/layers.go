@@ -122,6 +122,10 @@ type Layer struct {
 	// Seccomp (oci and process only) is the seccomp profile config.json
 	// holds (OCISeccomp), or the mode the live process runs in.
 	Seccomp string `json:"seccomp,omitempty"`
+	// AppArmor (oci and process only) is the AppArmor profile config.json
+	// names (process.apparmorProfile), or the one the live process runs
+	// under (/proc/PID/attr/apparmor/current); "" where neither has one.
+	AppArmor string `json:"apparmor,omitempty"`
 	// OOMScoreAdj (cri, oci and process) is the oom_score_adj the client
 	// asked for, config.json set (clamped: see runtime.buildOCI) and the
 	// live process has.
@@ -141,7 +145,10 @@ type Process struct {
 	Host      []*mountinfo.Info
 	// Seccomp is the Seccomp: field of /proc/PID/status (SeccompFilter
 	// when a filter confines it).
-	Seccomp     string
+	Seccomp string
+	// AppArmor is the profile confining it, with its mode ("podlab-default
+	// (enforce)", "unconfined"); "" where AppArmor is off.
+	AppArmor    string
 	OOMScoreAdj *int // nil: unreadable
 }
 
@@ -365,6 +372,9 @@ func OCILayer(s *specs.Spec) Layer {
 	}
 	l.HookMounts = ociHookMounts(s)
 	l.Seccomp = OCISeccomp(s, "")
+	if s.Process != nil {
+		l.AppArmor = s.Process.ApparmorProfile
+	}
 	return l
 }
 
@@ -410,6 +420,7 @@ func ProcessLayer(p *Process, spec *specs.Spec) Layer {
 	l.Title = fmt.Sprintf("live process (/proc/%d/environ, /proc/%d/mountinfo)", p.PID, p.PID)
 	l.Env = parseEnv(p.Environ)
 	l.Seccomp = seccompMode(p.Seccomp)
+	l.AppArmor = p.AppArmor
 	l.OOMScoreAdj = p.OOMScoreAdj
 	var masked, readonly []string
 	if spec != nil && spec.Linux != nil {

@@ -139,6 +139,9 @@ func WriteLayer(w io.Writer, r *Report, l *Layer) {
 	if l.Seccomp != "" {
 		fmt.Fprintf(w, "\n  SECCOMP  %s\n", l.Seccomp)
 	}
+	if l.AppArmor != "" {
+		fmt.Fprintf(w, "  APPARMOR  %s\n", l.AppArmor)
+	}
 	if l.OOMScoreAdj != nil && oomScoreAdjSet(r) {
 		fmt.Fprintf(w, "  OOM_SCORE_ADJ  %d\n", *l.OOMScoreAdj)
 	}

@@ -48,12 +48,24 @@ func ReadProcess(pid int) (*Process, error) {
 		return nil, fmt.Errorf("reading the status of pid %d: %w", pid, err)
 	}
 	pr := &Process{PID: pid, Cmdline: splitNul(cmdline), Environ: splitNul(environ), Mountinfo: mounts, Host: host, Seccomp: statusField(status, "Seccomp")}
+	pr.AppArmor = appArmorLabel(pid)
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid)); err == nil {
 		if adj, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
 			pr.OOMScoreAdj = &adj
 		}
 	}
 	return pr, nil
+}
+
+// appArmorLabel is the AppArmor profile confining pid, with its mode,
+// from AppArmor's own attr file (the shared attr/current may belong to
+// another LSM); "" where AppArmor is off.
+func appArmorLabel(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/attr/apparmor/current", pid))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(strings.TrimRight(string(b), "\x00"))
 }
 
 // statusField is the value of a /proc/PID/status line ("Seccomp:\t2").

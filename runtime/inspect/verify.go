@@ -182,6 +182,9 @@ func verifyContainer(p *state.Pod, pod *corev1.Pod, c *state.Container, rules Ru
 	}
 	if proc != nil {
 		checks = append(checks, checkSeccomp(name, stored, proc))
+		if ch, ok := checkAppArmor(name, stored, proc); ok {
+			checks = append(checks, ch)
+		}
 	}
 	caBundle := CABundlePath(podDir)
 	if !cri {
@@ -209,6 +212,31 @@ func checkSeccomp(name string, stored *runtime.Layers, proc *Process) Check {
 		ch.Detail = fmt.Sprintf("Seccomp: %s, but config.json asks for %s (want %s)", seccompMode(proc.Seccomp), profile, seccompMode(SeccompFilter))
 	}
 	return ch
+}
+
+// checkAppArmor checks that a live process whose config.json names an
+// AppArmor profile runs under it, enforced (/proc/PID/attr/apparmor/current
+// reads "PROFILE (enforce)"). false when config.json names none and the
+// host has no AppArmor: nothing to check.
+func checkAppArmor(name string, stored *runtime.Layers, proc *Process) (Check, bool) {
+	want := ""
+	if stored.OCI != nil && stored.OCI.Process != nil {
+		want = stored.OCI.Process.ApparmorProfile
+	}
+	if want == "" && proc.AppArmor == "" {
+		return Check{}, false
+	}
+	ch := Check{Container: name, Item: "apparmor", OK: true}
+	switch {
+	case want == "":
+		ch.Detail = fmt.Sprintf("%s, no profile in config.json", proc.AppArmor)
+	case proc.AppArmor == want+" (enforce)":
+		ch.Detail = fmt.Sprintf("%s, as config.json asks", proc.AppArmor)
+	default:
+		ch.OK = false
+		ch.Detail = fmt.Sprintf("%q, but config.json asks for %s (want %q)", proc.AppArmor, want, want+" (enforce)")
+	}
+	return ch, true
 }
 
 // containerLabel names c in verify's checks: its name, and its attempt

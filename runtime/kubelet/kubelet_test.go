@@ -411,3 +411,44 @@ func TestSeccompProfileDefaultsToRuntimeDefault(t *testing.T) {
 		})
 	}
 }
+
+// The AppArmor profile as the kubelet's apparmor.GetProfile finds it: the
+// container's field, the pod's, the deprecated annotation; none at all
+// when nothing says (the runtime's default applies).
+func TestAppArmorProfile(t *testing.T) {
+	name := "deny-write"
+	field := func(typ corev1.AppArmorProfileType) *corev1.AppArmorProfile {
+		ap := &corev1.AppArmorProfile{Type: typ}
+		if typ == corev1.AppArmorProfileTypeLocalhost {
+			ap.LocalhostProfile = &name
+		}
+		return ap
+	}
+	tests := []struct {
+		name  string
+		pod   *corev1.AppArmorProfile
+		ctr   *corev1.AppArmorProfile
+		annot string
+		want  *runtimeapi.SecurityProfile
+	}{
+		{name: "nothing said"},
+		{name: "pod RuntimeDefault", pod: field(corev1.AppArmorProfileTypeRuntimeDefault), want: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}},
+		{name: "container overrides pod", pod: field(corev1.AppArmorProfileTypeRuntimeDefault), ctr: field(corev1.AppArmorProfileTypeUnconfined), want: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}},
+		{name: "container Localhost", ctr: field(corev1.AppArmorProfileTypeLocalhost), want: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: name}},
+		{name: "annotation localhost/", annot: "localhost/deny-write", want: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: name}},
+		{name: "field over annotation", pod: field(corev1.AppArmorProfileTypeUnconfined), annot: "runtime/default", want: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := &corev1.Pod{Spec: corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{AppArmorProfile: tt.pod}}}
+			if tt.annot != "" {
+				pod.Annotations = map[string]string{appArmorAnnotationPrefix + "app": tt.annot}
+			}
+			c := &corev1.Container{Name: "app", SecurityContext: &corev1.SecurityContext{AppArmorProfile: tt.ctr}}
+			got := appArmorProfile(pod, c)
+			if (got == nil) != (tt.want == nil) || (got != nil && (got.ProfileType != tt.want.ProfileType || got.LocalhostRef != tt.want.LocalhostRef)) {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

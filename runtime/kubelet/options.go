@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"path/filepath"
+	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	corev1 "k8s.io/api/core/v1"
@@ -129,6 +130,7 @@ func BuildCRI(in Input, o *RunContainerOptions, ns *runtimeapi.NamespaceOption) 
 	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: ns, NoNewPrivs: true}
 	applySecurityContext(sc, in.Pod.Spec.SecurityContext, c.SecurityContext)
 	sc.Seccomp = seccompProfile(in.Pod.Spec.SecurityContext, c.SecurityContext, in.SeccompProfileRoot)
+	sc.Apparmor = appArmorProfile(in.Pod, c)
 	res := &runtimeapi.LinuxContainerResources{}
 	if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
 		res.CpuPeriod = 100000
@@ -175,6 +177,48 @@ func seccompProfile(pod *corev1.PodSecurityContext, c *corev1.SecurityContext, r
 		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
 	case sp.Type == corev1.SeccompProfileTypeLocalhost && sp.LocalhostProfile != nil:
 		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: filepath.Join(root, *sp.LocalhostProfile)}
+	}
+	return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
+}
+
+// appArmorAnnotationPrefix + a container's name is the annotation that
+// chose its AppArmor profile before the appArmorProfile fields (1.30).
+const appArmorAnnotationPrefix = "container.apparmor.security.beta.kubernetes.io/"
+
+// appArmorProfile is the container's AppArmor profile as the kubelet's
+// apparmor.GetProfile finds it: the container's field, the pod's, then
+// the deprecated annotation; nil for none, which the runtime reads as
+// its default where AppArmor is on.
+func appArmorProfile(pod *corev1.Pod, c *corev1.Container) *runtimeapi.SecurityProfile {
+	var ap *corev1.AppArmorProfile
+	if c.SecurityContext != nil && c.SecurityContext.AppArmorProfile != nil {
+		ap = c.SecurityContext.AppArmorProfile
+	} else if pod.Spec.SecurityContext != nil && pod.Spec.SecurityContext.AppArmorProfile != nil {
+		ap = pod.Spec.SecurityContext.AppArmorProfile
+	}
+	if ap == nil {
+		switch a := pod.Annotations[appArmorAnnotationPrefix+c.Name]; {
+		case a == "":
+			return nil
+		case a == "runtime/default":
+			ap = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeRuntimeDefault}
+		case a == "unconfined":
+			ap = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}
+		case strings.HasPrefix(a, "localhost/"):
+			name := strings.TrimPrefix(a, "localhost/")
+			ap = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeLocalhost, LocalhostProfile: &name}
+		default:
+			return nil
+		}
+	}
+	switch ap.Type {
+	case corev1.AppArmorProfileTypeRuntimeDefault:
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
+	case corev1.AppArmorProfileTypeLocalhost:
+		if ap.LocalhostProfile == nil {
+			return nil
+		}
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: *ap.LocalhostProfile}
 	}
 	return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
 }
