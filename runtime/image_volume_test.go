@@ -285,3 +285,26 @@ func TestCRIImageVolume(t *testing.T) {
 		t.Errorf("the image's layer after removal: %v", err)
 	}
 }
+
+// `podlab run` with an image volume (volumes[].image): the kubelet half
+// hands it to CreateContainer, which mounts the image read-only.
+func TestRunImageVolume(t *testing.T) {
+	rt := newTestRuntime(t, nil)
+	p := runPod(t, rt, `apiVersion: v1
+kind: Pod
+metadata: {name: image-volume}
+spec:
+  volumes: [{name: tools, image: {reference: busybox, pullPolicy: Never}}]
+  containers:
+  - name: app
+    image: busybox
+    command: ["sleep", "300"]
+    volumeMounts: [{name: tools, mountPath: /tools, subPath: bin}]
+`)
+	if out, code := execIn(t, rt, p, "app", "/tools/busybox", "echo", "from the image volume"); code != 0 || !strings.Contains(out, "from the image volume") {
+		t.Errorf("running the image volume's busybox: %d %q", code, out)
+	}
+	if out, code := execIn(t, rt, p, "app", "sh", "-c", "touch /tools/x"); code == 0 || !strings.Contains(out, "Read-only") {
+		t.Errorf("writing into the image volume: %d %q, want a read-only file system", code, out)
+	}
+}
