@@ -18,6 +18,7 @@ import (
 
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/rootfs"
+	"github.com/podlab/podlab/sandbox"
 )
 
 // The CRI metrics RPCs carry cAdvisor's container_* metrics, so that a
@@ -165,8 +166,9 @@ func (r *Runtime) podMetrics(p *state.Pod) *runtimeapi.PodSandboxMetrics {
 	now := time.Now()
 	pm := &runtimeapi.PodSandboxMetrics{PodSandboxId: p.ID, Metrics: []*runtimeapi.Metric{}}
 	podLabels := []string{p.Name, p.Namespace, "", p.ID, ""}
-	// The pause's /proc/<pid>/net/dev is its network namespace's: the pod's.
-	if !p.HostNetwork && p.PausePID > 0 {
+	// The pause's /proc/<pid>/net/dev is its network namespace's: the pod's
+	// (if the pause is still the process recorded, not a reuse of its PID).
+	if !p.HostNetwork && sandbox.PauseAlive(p) {
 		if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/dev", p.PausePID)); err == nil {
 			links, err := parseNetDev(string(data))
 			if err == nil {
