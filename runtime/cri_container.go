@@ -194,6 +194,10 @@ func (r *Runtime) containerSpec(p *state.Pod, req *runtimeapi.ContainerConfig, i
 	if err != nil {
 		return err
 	}
+	// Before anything reads the mounts' host paths; unmountRootfs undoes it.
+	if err := mountImageVolumes(r.Images.Lookup, cfg.Mounts, bundle); err != nil {
+		return err
+	}
 	vols, err := imageVolumes(img, cfg.Mounts, bundle)
 	if err != nil {
 		return err
@@ -422,10 +426,11 @@ func validContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 		if err := validContainerPath(fmt.Sprintf("config.mounts[%d].container_path", i), m.ContainerPath); err != nil {
 			return err
 		}
+		if err := validImageMount(m, fmt.Sprintf("config.mounts[%d]", i)); err != nil {
+			return err
+		}
 		if m.GetImage().GetImage() != "" {
-			// An image volume (KEP 4639) mounts an image's rootfs, not a
-			// host path: not built yet, and said so.
-			return errdefs.Unimplemented("config.mounts[%d].image: image volumes are not supported", i)
+			continue // an image volume: its host path is made at create
 		}
 		if err := validContainerPath(fmt.Sprintf("config.mounts[%d].host_path", i), m.HostPath); err != nil {
 			return err
@@ -770,12 +775,16 @@ func (r *Runtime) containerRootfs(c *state.Container) (rw, merged string) {
 	return r.Images.WritableDir(c.ID), merged
 }
 
-// unmountRootfs unmounts c's root filesystem and removes its writable
-// layer. Idempotent. A bundle made before writable layers moved to the
-// image store holds its overlay at fs/merged, its layer beside it.
+// unmountRootfs unmounts c's image volumes and root filesystem and
+// removes its writable layer. Idempotent. A bundle made before writable
+// layers moved to the image store holds its overlay at fs/merged, its
+// layer beside it.
 func (r *Runtime) unmountRootfs(c *state.Container) error {
 	rw, merged := r.containerRootfs(c)
 	if merged != "" {
+		if err := unmountImageVolumes(c.Bundle); err != nil {
+			return err
+		}
 		legacy := filepath.Join(c.Bundle, "fs")
 		if _, err := os.Lstat(legacy); err == nil {
 			if err := rootfs.UnmountOverlay(legacy, filepath.Join(legacy, "merged")); err != nil {
@@ -832,6 +841,7 @@ func (r *Runtime) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 		var cfg runtimeapi.ContainerConfig
 		if json.Unmarshal(l.CRI, &cfg) == nil {
 			st.Mounts = cfg.Mounts
+			imageVolumeRefs(st.Mounts, c.Bundle)
 		}
 	}
 	if spec, err := ReadSpec(c.Bundle); err == nil {

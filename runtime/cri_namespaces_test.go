@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -212,18 +211,5 @@ func TestSandboxSpecDefaults(t *testing.T) {
 	cfg.Hostname = strings.Repeat("h", 65)
 	if _, err := sandboxSpec(cfg, ""); !errdefs.IsInvalidArgument(err) || !strings.Contains(err.Error(), "config.hostname") {
 		t.Errorf("65-character hostname: %v, want InvalidArgument naming config.hostname", err)
-	}
-}
-
-// A mount of an image (an image volume) is refused as not built, so that
-// a client (critest) knows it is missing rather than malformed.
-func TestImageVolumeUnimplemented(t *testing.T) {
-	cfg := &runtimeapi.ContainerConfig{
-		Metadata: &runtimeapi.ContainerMetadata{Name: "c"},
-		Image:    &runtimeapi.ImageSpec{Image: "busybox"},
-		Mounts:   []*runtimeapi.Mount{{ContainerPath: "/vol", Image: &runtimeapi.ImageSpec{Image: "busybox"}}},
-	}
-	if err := validContainerConfig(cfg); !errors.Is(err, errdefs.ErrUnimplemented) || !strings.Contains(err.Error(), "config.mounts[0].image") {
-		t.Errorf("image volume: %v, want Unimplemented naming config.mounts[0].image", err)
 	}
 }

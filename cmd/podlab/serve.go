@@ -33,8 +33,8 @@ Exec, Attach and PortForward answer with URLs on a streaming server (SPDY
 and websocket, as the kubelet's) on --streaming-address, by default
 loopback on a port the kernel picks.
 
-Not implemented yet, and answered "Unimplemented": checkpoints, events and
-metrics.`,
+Not implemented yet, and answered "Unimplemented": checkpoints and
+events.`,
 		Example: `  sudo podlab serve
   sudo podlab serve --listen /tmp/podlab.sock --log-level debug
   sudo crictl --runtime-endpoint unix:///run/podlab/podlab.sock pods`,

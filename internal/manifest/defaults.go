@@ -79,6 +79,9 @@ func defaultVolume(v *corev1.Volume) {
 	if countVolumeSources(vs) == 0 {
 		vs.EmptyDir = &corev1.EmptyDirVolumeSource{}
 	}
+	if vs.Image != nil && vs.Image.PullPolicy == "" {
+		vs.Image.PullPolicy = DefaultPullPolicy(vs.Image.Reference)
+	}
 	if vs.HostPath != nil && vs.HostPath.Type == nil {
 		vs.HostPath.Type = ptr(corev1.HostPathUnset)
 	}

@@ -230,6 +230,9 @@ func TestParseErrors(t *testing.T) {
 		{"nfs volume", app("", "volumes:\n- name: v\n  nfs: {server: nas, path: /export}\n"), []string{`spec.volumes[0]: Unsupported value: "nfs": supported values: "configMap"`}},
 		{"pvc volume", app("", "volumes:\n- name: v\n  persistentVolumeClaim: {claimName: c}\n"), []string{`spec.volumes[0]: Unsupported value: "persistentVolumeClaim"`}},
 		{"emptyDir medium", app("", "volumes:\n- name: v\n  emptyDir: {medium: HugePages}\n"), []string{`spec.volumes[0].emptyDir.medium: Unsupported value: "HugePages"`}},
+		{"image volume without reference", app("", "volumes:\n- name: v\n  image: {pullPolicy: Never}\n"), []string{"spec.volumes[0].image.reference: Required value"}},
+		{"image volume pullPolicy", app("", "volumes:\n- name: v\n  image: {reference: busybox, pullPolicy: Sometimes}\n"),
+			[]string{`spec.volumes[0].image.pullPolicy: Unsupported value: "Sometimes"`}},
 		{"missing configmap volume", app("", "volumes:\n- name: v\n  configMap: {name: app-config}\n"),
 			[]string{`spec.volumes[0].configMap.name: Not found: "app-config": no ConfigMap of that name in the manifest`}},
 		{"configMap item path absolute", configMapDoc + app("", "volumes:\n- name: v\n  configMap:\n    name: app-config\n    items: [{key: LEVEL, path: /etc/level}]\n"),
@@ -624,6 +627,21 @@ func TestDefaultPullPolicy(t *testing.T) {
 	} {
 		if got := DefaultPullPolicy(image); got != want {
 			t.Errorf("DefaultPullPolicy(%q) = %s, want %s", image, got, want)
+		}
+	}
+}
+
+// An image volume's pullPolicy defaults as a container's imagePullPolicy
+// does (the API server's SetDefaults_ImageVolumeSource).
+func TestImageVolumeDefaults(t *testing.T) {
+	m, err := Parse([]byte(pod("volumes:\n- name: tagged\n  image: {reference: 'busybox:1.36'}\n- name: latest\n  image: {reference: busybox}\n- name: never\n  image: {reference: busybox, pullPolicy: Never}\ncontainers:\n- name: app\n  image: busybox\n  volumeMounts: [{name: tagged, mountPath: /t}]\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []corev1.PullPolicy{corev1.PullIfNotPresent, corev1.PullAlways, corev1.PullNever}
+	for i, v := range m.Pod.Spec.Volumes {
+		if v.Image == nil || v.Image.PullPolicy != want[i] {
+			t.Errorf("volume %s: image %+v, want pullPolicy %s", v.Name, v.Image, want[i])
 		}
 	}
 }

@@ -36,7 +36,7 @@ var (
 		corev1.HostPathFile, corev1.HostPathSocket, corev1.HostPathCharDev, corev1.HostPathBlockDev,
 	}
 	// The volume types podlab can build; the rest need a cluster or a driver.
-	supportedVolumeTypes = []string{"configMap", "downwardAPI", "emptyDir", "hostPath", "projected", "secret"}
+	supportedVolumeTypes = []string{"configMap", "downwardAPI", "emptyDir", "hostPath", "image", "projected", "secret"}
 	supportedProjections = []string{"configMap", "downwardAPI", "secret"}
 
 	// Downward API paths the runtime resolves, for env and for volume files.
@@ -676,6 +676,14 @@ func (v *podValidator) volumes(volumes []corev1.Volume, p *field.Path) sets.Set[
 			v.downwardAPIFiles(vs.DownwardAPI.Items, dp.Child("items"), sets.New[string]())
 		case vs.Projected != nil:
 			v.projected(vs.Projected, vp.Child("projected"))
+		case vs.Image != nil:
+			ip := vp.Child("image")
+			if vs.Image.Reference == "" {
+				v.add(field.Required(ip.Child("reference"), ""))
+			}
+			if !slices.Contains(pullPolicies, vs.Image.PullPolicy) {
+				v.add(field.NotSupported(ip.Child("pullPolicy"), vs.Image.PullPolicy, pullPolicies))
+			}
 		}
 	}
 	return names

@@ -50,6 +50,8 @@ type RuntimeOps interface {
 	ListContainerStats(context.Context, *runtimeapi.ListContainerStatsRequest) (*runtimeapi.ListContainerStatsResponse, error)
 	PodSandboxStats(context.Context, *runtimeapi.PodSandboxStatsRequest) (*runtimeapi.PodSandboxStatsResponse, error)
 	ListPodSandboxStats(context.Context, *runtimeapi.ListPodSandboxStatsRequest) (*runtimeapi.ListPodSandboxStatsResponse, error)
+	ListMetricDescriptors(context.Context, *runtimeapi.ListMetricDescriptorsRequest) (*runtimeapi.ListMetricDescriptorsResponse, error)
+	ListPodSandboxMetrics(context.Context, *runtimeapi.ListPodSandboxMetricsRequest) (*runtimeapi.ListPodSandboxMetricsResponse, error)
 }
 
 // ImageOps are the ImageService operations podlab implements.
@@ -68,7 +70,7 @@ const defaultShutdownTimeout = 10 * time.Second
 // Server implements the CRI RuntimeService and ImageService over ops.
 //
 // Exec, Attach and PortForward need the streaming server (ListenStreaming).
-// Every method the ops do not cover (checkpoints, events, metrics, UpdateRuntimeConfig, the Stream* listings)
+// Every method the ops do not cover (checkpoints, events, UpdateRuntimeConfig, the Stream* listings)
 // answers codes.Unimplemented, through the embedded Unimplemented servers or
 // an explicit handler that says why: a client told "not implemented" falls
 // back or fails clearly, where a fake success would have it act on a lie.

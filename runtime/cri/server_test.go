@@ -89,10 +89,6 @@ func TestUnimplemented(t *testing.T) {
 			_, err := s.CheckpointContainer(ctx, &runtimeapi.CheckpointContainerRequest{})
 			return err
 		}, ""},
-		{"ListMetricDescriptors", func() error {
-			_, err := s.ListMetricDescriptors(ctx, &runtimeapi.ListMetricDescriptorsRequest{})
-			return err
-		}, ""},
 		{"UpdatePodSandboxResources", func() error {
 			_, err := s.UpdatePodSandboxResources(ctx, &runtimeapi.UpdatePodSandboxResourcesRequest{})
 			return err

@@ -39,6 +39,12 @@ type Mount struct {
 	ReadOnly      bool   `json:"readOnly"`
 	Source        string `json:"source"`
 	Origin        string `json:"origin"` // volume name, device resource, rule name, file
+	// Image, for an image volume, is its image as the pod names it,
+	// ImageRef the ID it was pulled as, and ImageSubPath the directory
+	// of it mounted; HostPath is then empty: the runtime mounts it.
+	Image        string `json:"image,omitempty"`
+	ImageRef     string `json:"imageRef,omitempty"`
+	ImageSubPath string `json:"imageSubPath,omitempty"`
 }
 
 // Annotations through which the kubelet half's layers reach the runtime's

@@ -97,6 +97,8 @@ type plannedContainer struct {
 	init     bool
 	image    string   // the runtime's name for it
 	imageEnv []string // its config's Env
+	// imageVolumes are the pod's image volumes' image IDs, by volume name.
+	imageVolumes map[string]string
 }
 
 // plan checks what can be checked before any side effect, as the kubelet
@@ -131,6 +133,24 @@ func (k *Kubelet) plan(ctx context.Context, mf *manifest.Manifest) ([]plannedCon
 	}
 	if err := add(pod.Spec.Containers, false); err != nil {
 		return nil, err
+	}
+	// Image volumes' images, each as its pullPolicy says, as the kubelet's
+	// getImageVolumes does before it starts the pod's containers: the
+	// runtime is given the image's ID.
+	imageVolumes := map[string]string{}
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if v.Image == nil {
+			continue
+		}
+		st, err := k.ensureImageFor(ctx, mf, fmt.Sprintf("volume %q", v.Name), v.Image.Reference, v.Image.PullPolicy)
+		if err != nil {
+			return nil, err
+		}
+		imageVolumes[v.Name] = st.Image.Id
+	}
+	for i := range out {
+		out[i].imageVolumes = imageVolumes
 	}
 	return out, nil
 }
@@ -172,21 +192,26 @@ func familiar(ref string) string {
 // registry, so Always uses it as it is rather than fail to reach one. A
 // pull is a stage of the pod's trace.
 func (k *Kubelet) ensureImage(ctx context.Context, mf *manifest.Manifest, c *corev1.Container) (*runtimeapi.ImageStatusResponse, error) {
-	spec := &runtimeapi.ImageSpec{Image: c.Image}
+	return k.ensureImageFor(ctx, mf, fmt.Sprintf("container %q", c.Name), c.Image, c.ImagePullPolicy)
+}
+
+// ensureImageFor is ensureImage of image for owner (a container, or an
+// image volume, which has a pullPolicy of its own).
+func (k *Kubelet) ensureImageFor(ctx context.Context, mf *manifest.Manifest, owner, image string, policy corev1.PullPolicy) (*runtimeapi.ImageStatusResponse, error) {
+	spec := &runtimeapi.ImageSpec{Image: image}
 	st, err := k.RT.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec, Verbose: true})
 	if err != nil {
-		return nil, fmt.Errorf("container %q: image %q: %w", c.Name, c.Image, err)
+		return nil, fmt.Errorf("%s: image %q: %w", owner, image, err)
 	}
-	policy := c.ImagePullPolicy
 	if policy == "" {
-		policy = manifest.DefaultPullPolicy(c.Image)
+		policy = manifest.DefaultPullPolicy(image)
 	}
 	present := st.Image != nil
 	pull := false
 	switch policy {
 	case corev1.PullNever:
 		if !present {
-			return nil, errdefs.NotFound("container %q: ErrImageNeverPull: %v, and imagePullPolicy is Never", c.Name, k.imageNotFound(ctx, c.Image))
+			return nil, errdefs.NotFound("%s: ErrImageNeverPull: %v, and imagePullPolicy is Never", owner, k.imageNotFound(ctx, image))
 		}
 	case corev1.PullIfNotPresent:
 		pull = !present
@@ -196,22 +221,22 @@ func (k *Kubelet) ensureImage(ctx context.Context, mf *manifest.Manifest, c *cor
 	if !pull {
 		return st, nil
 	}
-	auth, err := pullSecretAuth(mf, c.Image)
+	auth, err := pullSecretAuth(mf, image)
 	if err != nil {
-		return nil, fmt.Errorf("container %q: %w", c.Name, err)
+		return nil, fmt.Errorf("%s: %w", owner, err)
 	}
-	end := trace.FromContext(ctx).Start("pull " + c.Image)
+	end := trace.FromContext(ctx).Start("pull " + image)
 	_, err = k.RT.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, Auth: auth})
 	end(err)
 	if err != nil {
-		return nil, fmt.Errorf("container %q: ErrImagePull: imagePullPolicy %s: %w", c.Name, policy, err)
+		return nil, fmt.Errorf("%s: ErrImagePull: imagePullPolicy %s: %w", owner, policy, err)
 	}
 	st, err = k.RT.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec, Verbose: true})
 	if err != nil {
-		return nil, fmt.Errorf("container %q: image %q: %w", c.Name, c.Image, err)
+		return nil, fmt.Errorf("%s: image %q: %w", owner, image, err)
 	}
 	if st.Image == nil {
-		return nil, fmt.Errorf("container %q: image %q is not in the store after its pull", c.Name, c.Image)
+		return nil, fmt.Errorf("%s: image %q is not in the store after its pull", owner, image)
 	}
 	return st, nil
 }
@@ -551,13 +576,24 @@ func (k *Kubelet) containerConfig(mf *manifest.Manifest, pc plannedContainer, se
 		return nil, nil, err
 	}
 	var volMounts []specs.Mount
+	var imageMounts []Mount
 	if setup.vols != nil { // none for an ephemeral container
 		if volMounts, err = setup.vols.Mounts(c); err != nil {
 			return nil, nil, err
 		}
+		ims, err := setup.vols.ImageMounts(c)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, im := range ims {
+			imageMounts = append(imageMounts, Mount{
+				ContainerPath: im.ContainerPath, ReadOnly: true, Source: MountFromVolume, Origin: im.Volume,
+				Image: im.Reference, ImageRef: pc.imageVolumes[im.Volume], ImageSubPath: im.SubPath,
+			})
+		}
 	}
 	in := Input{
-		Pod: mf.Pod, Container: c, Init: pc.init, Inject: inj, Volumes: volMounts, PodFiles: []Mount{hosts},
+		Pod: mf.Pod, Container: c, Init: pc.init, Inject: inj, Volumes: volMounts, ImageVolumes: imageMounts, PodFiles: []Mount{hosts},
 		LogPath: filepath.Join(c.Name, "0.log"), SeccompProfileRoot: k.Config.SeccompProfileRoot,
 		EnvInput: env.Input{Container: c, Pod: podInfo, ConfigMaps: mf.ConfigMaps, Secrets: mf.Secrets, Image: pc.imageEnv, ImageRef: pc.image, Policy: k.Config.EnvPolicy},
 	}

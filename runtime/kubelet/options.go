@@ -35,8 +35,11 @@ type Input struct {
 	EnvInput  env.Input
 	Inject    *inject.Injection
 	Volumes   []specs.Mount // from volume.PodVolumes.Mounts
-	PodFiles  []Mount       // the kubelet-managed /etc/hosts
-	LogPath   string        // relative to the sandbox's log_directory
+	// ImageVolumes are the mounts of image volumes (volume.ImageMounts,
+	// their images ensured), which the runtime mounts.
+	ImageVolumes []Mount
+	PodFiles     []Mount // the kubelet-managed /etc/hosts
+	LogPath      string  // relative to the sandbox's log_directory
 	// SeccompProfileRoot is the directory a Localhost seccompProfile's
 	// localhostProfile is relative to.
 	SeccompProfileRoot string
@@ -60,6 +63,7 @@ func BuildOptions(in Input) (*RunContainerOptions, error) {
 	for _, m := range in.Volumes {
 		o.Mounts = append(o.Mounts, Mount{ContainerPath: m.Destination, HostPath: m.Source, ReadOnly: hasOpt(m.Options, "ro"), Source: MountFromVolume, Origin: volumeName(in.Container, m.Destination)})
 	}
+	o.Mounts = append(o.Mounts, in.ImageVolumes...)
 	for _, m := range in.Inject.DeviceMounts {
 		o.Mounts = append(o.Mounts, Mount{ContainerPath: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.ReadOnly, Source: MountFromDevicePlugin})
 	}
@@ -122,7 +126,14 @@ func BuildCRI(in Input, o *RunContainerOptions, ns *runtimeapi.NamespaceOption) 
 		cfg.Envs = append(cfg.Envs, &runtimeapi.KeyValue{Key: v.Name, Value: []byte(v.Value)})
 	}
 	for _, m := range o.Mounts {
-		cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: m.ContainerPath, HostPath: m.HostPath, Readonly: m.ReadOnly})
+		cm := &runtimeapi.Mount{ContainerPath: m.ContainerPath, HostPath: m.HostPath, Readonly: m.ReadOnly}
+		if m.Image != "" {
+			// As the kubelet: the image by the ID it was pulled as, the
+			// reference as the user wrote it.
+			cm.Image = &runtimeapi.ImageSpec{Image: m.ImageRef, UserSpecifiedImage: m.Image}
+			cm.ImageSubPath = m.ImageSubPath
+		}
+		cfg.Mounts = append(cfg.Mounts, cm)
 	}
 	for _, d := range o.Devices {
 		cfg.Devices = append(cfg.Devices, &runtimeapi.Device{ContainerPath: d.ContainerPath, HostPath: d.HostPath, Permissions: d.Permissions})

@@ -11,6 +11,8 @@
 //	<dir>/kubernetes.io~projected/<name>     projected   (tmpfs, AtomicWriter layout)
 //
 // hostPath volumes are not copied: their path is the host path itself.
+// image volumes have no host side here: the runtime mounts the image
+// (CRI Mount.image), and ImageMounts says which.
 //
 // Everything Setup does lives under dir (apart from hostPath *OrCreate
 // paths), and the only mounts it makes are tmpfs mounts under dir, so
@@ -24,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -48,6 +51,8 @@ type volState struct {
 	// secret, downwardAPI and projected volumes are always mounted read-only
 	// (since the CVE-2017-1002101 fixes), whatever volumeMounts[].readOnly says.
 	mustMountRO bool
+	// image is an image volume's source (no path: the runtime mounts it).
+	image *corev1.ImageVolumeSource
 }
 
 // Source is the pod and the API objects its volumes refer to (by name).
@@ -95,6 +100,8 @@ type plan struct {
 
 	// hostPath
 	host *hostPathPlan
+	// image
+	image *corev1.ImageVolumeSource
 }
 
 // Setup materializes every volume of src.Pod under dir (created 0750). dir
@@ -145,6 +152,11 @@ func Setup(dir string, src Source) (_ *PodVolumes, retErr error) {
 	fsGroup := podFSGroup(src.Pod)
 	for _, p := range plans {
 		st := &volState{}
+		if p.image != nil {
+			st.image = p.image
+			pv.vols[p.vol.Name] = st
+			continue
+		}
 		if p.host != nil {
 			undo, err := p.host.apply()
 			if undo != nil {
@@ -275,8 +287,13 @@ func planVolume(env *setupEnv, vol *corev1.Volume, fp string) (*plan, error) {
 		if p.files, err = projectedPayload(env, vs.Projected, fp+".projected"); err != nil {
 			return nil, err
 		}
+	case vs.Image != nil:
+		if vs.Image.Reference == "" {
+			return nil, fmt.Errorf("%s.image.reference: required", fp)
+		}
+		p.image = vs.Image
 	default:
-		return nil, fmt.Errorf("%s: volume source %q is not supported by podlab (supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected)", fp, names[0])
+		return nil, fmt.Errorf("%s: volume source %q is not supported by podlab (supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected, image)", fp, names[0])
 	}
 	return p, nil
 }
@@ -390,6 +407,9 @@ func (v *PodVolumes) Mounts(c *corev1.Container) ([]specs.Mount, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s.name: volume %q not found in spec.volumes", fp, m.Name)
 		}
+		if st.image != nil {
+			continue // see ImageMounts
+		}
 		if !filepath.IsAbs(m.MountPath) {
 			return nil, fmt.Errorf("%s.mountPath: %q must be an absolute path", fp, m.MountPath)
 		}
@@ -413,6 +433,43 @@ func (v *PodVolumes) Mounts(c *corev1.Container) ([]specs.Mount, error) {
 		})
 	}
 	return mounts, nil
+}
+
+// ImageMount is a volumeMount of an image volume: what the kubelet's
+// makeMounts gives the runtime for it (always read-only, KEP 4639).
+type ImageMount struct {
+	ContainerPath string
+	Volume        string
+	Reference     string // the volume's image.reference
+	SubPath       string // volumeMounts[].subPath: a directory in the image
+}
+
+// ImageMounts are c's mounts of image volumes, in volumeMounts order;
+// Mounts has the others.
+func (v *PodVolumes) ImageMounts(c *corev1.Container) ([]ImageMount, error) {
+	if v == nil || v.pod == nil {
+		return nil, errors.New("volume mounts: volumes are not set up")
+	}
+	cp, err := containerField(v.pod, c)
+	if err != nil {
+		return nil, err
+	}
+	var out []ImageMount
+	for i, m := range c.VolumeMounts {
+		st, ok := v.vols[m.Name]
+		if !ok || st.image == nil {
+			continue
+		}
+		fp := fmt.Sprintf("%s.volumeMounts[%d]", cp, i)
+		if !filepath.IsAbs(m.MountPath) {
+			return nil, fmt.Errorf("%s.mountPath: %q must be an absolute path", fp, m.MountPath)
+		}
+		if m.SubPath != "" && (filepath.IsAbs(m.SubPath) || slices.Contains(strings.Split(m.SubPath, "/"), "..")) {
+			return nil, fmt.Errorf("%s.subPath: %q must be a relative path without '..'", fp, m.SubPath)
+		}
+		out = append(out, ImageMount{ContainerPath: m.MountPath, Volume: m.Name, Reference: st.image.Reference, SubPath: m.SubPath})
+	}
+	return out, nil
 }
 
 // containerField names c in the pod: spec.initContainers[i],
