@@ -178,10 +178,11 @@ func runStack(stack [][]unix.SockFilter, d *seccompData) (ret uint32, readArgs b
 }
 
 // sameVerdicts checks that the stack decides as ref for every system call
-// number below 1024 (and its x32 twin, bit 30 set) of every architecture
-// in arches plus one the filters do not know; where a run read arguments,
-// for each argument set in turn to every constant the programs compare
-// with, and its neighbours, in either half of the 64-bit word.
+// number below 1024 (and its x32 twin, bit 30 set), and the ends of the
+// range, of every architecture in arches plus one the filters do not
+// know; where a run read arguments, for each argument set in turn to
+// every constant the programs compare with, and its neighbours, in either
+// half of the 64-bit word.
 func sameVerdicts(ref []unix.SockFilter, stack [][]unix.SockFilter, arches []uint32) error {
 	arches = append(slices.Clone(arches), 0xdeadbeef)
 	consts := argConstants(append([][]unix.SockFilter{ref}, stack...))
@@ -200,16 +201,21 @@ func sameVerdicts(ref []unix.SockFilter, stack [][]unix.SockFilter, arches []uin
 		}
 		return readRef || readStack, nil
 	}
+	var nrs []uint32
+	for _, base := range []uint32{0, 0x40000000} {
+		for nr := base; nr < base+1024; nr++ {
+			nrs = append(nrs, nr)
+		}
+	}
+	// and the ends of the range (-1 is what a tracer's skipped call shows)
+	nrs = append(nrs, 0x3fffffff, 0x7fffffff, 0x80000000, 0xbfffffff, 0xffffffff)
 	for _, arch := range arches {
-		for _, base := range []uint32{0, 0x40000000} {
-			for nr := base; nr < base+1024; nr++ {
-				readArgs, err := check(nr, arch, [6]uint64{})
-				if err != nil || !readArgs {
-					if err != nil {
-						return err
-					}
-					continue
-				}
+		for _, nr := range nrs {
+			readArgs, err := check(nr, arch, [6]uint64{})
+			if err != nil {
+				return err
+			}
+			if readArgs {
 				for i := range 6 {
 					for _, c := range consts {
 						var args [6]uint64
