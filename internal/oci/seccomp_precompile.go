@@ -443,10 +443,12 @@ func loadEarlyFilter() {
 		return
 	}
 	path := earlyFilterPath(cwd)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
+	if !ownedByUs(path) || !ownedByUs(filepath.Dir(path)) {
+		// None, or one that someone else could have written: the parent
+		// finds the filter missing and fails the create.
 		return
 	}
+	data, err := os.ReadFile(path)
 	if err == nil {
 		err = loadFilterFile(data)
 	}
@@ -454,6 +456,15 @@ func loadEarlyFilter() {
 		fmt.Fprintf(os.Stderr, "podlab init: loading the precompiled seccomp filter %s: %v\n", path, err)
 		os.Exit(1)
 	}
+}
+
+// ownedByUs reports whether path exists and only this process's user
+// can have written it: the hand-over must come from the container's
+// parent, never from whoever can write next to a rootfs.
+func ownedByUs(path string) bool {
+	var st unix.Stat_t
+	return unix.Lstat(path, &st) == nil && int(st.Uid) == os.Geteuid() && st.Mode&0o022 == 0 &&
+		(st.Mode&unix.S_IFMT == unix.S_IFREG || st.Mode&unix.S_IFMT == unix.S_IFDIR)
 }
 
 func loadFilterFile(data []byte) error {
@@ -495,7 +506,14 @@ func seccompFilters(pid string) int {
 // file's path ("" when cfg keeps libcontainer's path), which the caller
 // removes once the init has started.
 func (r *Runtime) precompiledSeccomp(cfg *configs.Config, bundle string) (string, error) {
-	if cfg.Seccomp == nil || bundle == "" {
+	if bundle == "" {
+		return "", nil
+	}
+	if cfg.Seccomp == nil {
+		// A file left by a create that crashed must not reach this init.
+		if err := os.Remove(filepath.Join(bundle, earlyFilterName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", err
+		}
 		return "", nil
 	}
 	rootfs, err := filepath.EvalSymlinks(cfg.Rootfs)
@@ -534,10 +552,13 @@ func (r *Runtime) precompiledSeccomp(cfg *configs.Config, bundle string) (string
 // between podlab's init() hook and libcontainer's seccomp load, that the
 // early filter might deny: no createContainer hooks (they run in the
 // init, and would run under the early filter), no personality, memory
-// policy, scheduler or I/O priority to set.
+// policy, scheduler or I/O priority to set. A user namespace keeps
+// libcontainer's path too: the init would not see the hand-over as
+// root's.
 func precompilable(cfg *configs.Config) bool {
 	return len(cfg.Hooks[configs.CreateContainer]) == 0 && cfg.Personality == nil &&
-		cfg.MemoryPolicy == nil && cfg.Scheduler == nil && cfg.IOPriority == nil
+		cfg.MemoryPolicy == nil && cfg.Scheduler == nil && cfg.IOPriority == nil &&
+		!cfg.Namespaces.Contains(configs.NEWUSER)
 }
 
 // ownSeccompFilters is this process's filter count, which its children

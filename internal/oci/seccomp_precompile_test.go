@@ -440,3 +440,42 @@ func init() {
 	fmt.Println(took.Nanoseconds())
 	os.Exit(0)
 }
+
+// The init takes a hand-over only its own user can have written.
+func TestOwnedByUs(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := func(name string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("x"), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := file("good", 0o600)
+	if err := os.Symlink(good, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	shared := filepath.Join(dir, "shared")
+	if err := os.Mkdir(shared, 0o777); err != nil || os.Chmod(shared, 0o777) != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]bool{
+		good:                          true,
+		dir:                           true,
+		file("group-writable", 0o620): false,
+		file("world-writable", 0o602): false,
+		filepath.Join(dir, "link"):    false,
+		filepath.Join(dir, "missing"): false,
+		shared:                        false,
+	} {
+		if got := ownedByUs(path); got != want {
+			t.Errorf("%s: %v, want %v", filepath.Base(path), got, want)
+		}
+	}
+}
