@@ -35,8 +35,19 @@ import (
 // the re-exec spends before libcontainer.Init, on every container start).
 // Everything libcontainer.Init needs is initialized: it is imported here.
 func init() {
-	if isContainerInit() {
+	serveChild()
+}
+
+// serveChild serves a re-exec of this binary: a container init (which
+// first loads a precompiled seccomp filter, when its bundle holds one) or
+// the seccomp compiler (seccomp_precompile.go).
+func serveChild() {
+	switch {
+	case isContainerInit():
+		loadEarlyFilter()
 		libcontainer.Init() // never returns
+	case len(os.Args) > 1 && os.Args[1] == compileArg:
+		serveSeccompCompile() // never returns
 	}
 }
 
@@ -46,9 +57,7 @@ func isContainerInit() bool { return len(os.Args) > 1 && os.Args[1] == "init" }
 // package's init). It returns only when this process is not a container
 // init; call it before anything else in main.
 func Init() {
-	if isContainerInit() {
-		libcontainer.Init() // never returns
-	}
+	serveChild()
 	// Keep main on the main thread: a libcontainer helper goroutine that
 	// switches namespaces must never leave the main thread inside one.
 	runtime.LockOSThread()
@@ -59,6 +68,11 @@ func Init() {
 // libcontainer seals the binary with a slow memfd copy instead of an overlay.
 type Runtime struct {
 	Root string
+	// SeccompCache keeps compiled seccomp filters by profile digest
+	// (seccomp_precompile.go); empty: seccomp-cache beside Root.
+	SeccompCache string
+
+	seccomp seccompCache
 }
 
 // Stdio is the container init's standard streams (nil = /dev/null).
@@ -131,6 +145,14 @@ func (r *Runtime) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ *C
 	if err := os.MkdirAll(r.Root, 0o700); err != nil {
 		return nil, err
 	}
+	profile := cfg.Seccomp
+	handover, err := r.precompiledSeccomp(cfg, bundle)
+	if err != nil {
+		return nil, fmt.Errorf("creating container %s: %w", id, err)
+	}
+	if handover != "" {
+		defer os.Remove(handover)
+	}
 	c, err := libcontainer.Create(r.Root, id, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating container %s: %w", id, err)
@@ -151,6 +173,18 @@ func (r *Runtime) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ *C
 	st, err := c.State()
 	if err != nil {
 		return nil, fmt.Errorf("state of container %s: %w", id, err)
+	}
+	if handover != "" {
+		if err := checkSplitLoaded(st.InitProcessPid); err != nil {
+			return nil, fmt.Errorf("creating container %s: %w", id, err)
+		}
+		// The container's record gets its whole profile back: a process
+		// exec'd into it later is compiled the whole profile by
+		// libcontainer, as before (it inherits nothing of the init's).
+		cfg.Seccomp = profile
+		if err := c.Set(*cfg); err != nil {
+			return nil, fmt.Errorf("creating container %s: restoring its seccomp profile: %w", id, err)
+		}
 	}
 	return &Created{Pid: st.InitProcessPid, c: c, p: p, oomFile: oomFile(st.CgroupPaths)}, nil
 }
