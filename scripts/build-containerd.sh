@@ -31,6 +31,14 @@ fi
 }
 
 mkdir -p "$dir"
+# One build at a time (CI and a developer on one machine): the second
+# waits, then finds the first's.
+exec {lock}>"$dir/.lock"
+flock "$lock"
+if built; then
+	echo "$dir/bin"
+	exit 0
+fi
 work=$(mktemp -d "$dir/bin.XXXXXX")
 chmod 755 "$work"
 trap 'rm -rf "$work"' EXIT
@@ -50,6 +58,6 @@ for b in "${bins[@]}"; do
 done
 # One rename, so an interrupted build never leaves a partial bin/.
 rm -rf "$dir/bin"
-mv "$work" "$dir/bin"
+mv -T "$work" "$dir/bin"
 trap - EXIT
 echo "$dir/bin"
