@@ -1,7 +1,7 @@
 package rootfs
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -412,17 +412,9 @@ func (s *Store) pull(ctx context.Context, r Ref, o PullOptions) (_ *Image, retEr
 			return nil, fmt.Errorf("layer %d (%s) is %d bytes, over the %d-byte limit for a layer", i+1, l.Digest, l.Size, o.Registry.maxLayer())
 		}
 	}
-	rawConfig, _, err := tryEndpoints(pullEPs, canPull, func(ep *endpoint) ([]byte, error) {
-		var buf bytes.Buffer
-		err := p.fetchBlob(ctx, ep, manifest.Config, &buf, nil)
-		return buf.Bytes(), err
-	})
+	cfg, err := p.ensureConfig(ctx, pullEPs, canPull, manifest.Config)
 	if err != nil {
-		return nil, classify(fmt.Errorf("fetching image config %s: %w", manifest.Config.Digest, err))
-	}
-	var cfg ocispec.Image
-	if err := json.Unmarshal(rawConfig, &cfg); err != nil {
-		return nil, fmt.Errorf("parsing image config %s: %w", manifest.Config.Digest, err)
+		return nil, err
 	}
 	if (cfg.OS != "" && cfg.OS != "linux") || (cfg.Architecture != "" && cfg.Architecture != goruntime.GOARCH) {
 		return nil, errdefs.Wrap(errdefs.ErrNotFound, fmt.Errorf("manifest %s is an image for %s/%s only; this host is linux/%s", m.digest, cfg.OS, cfg.Architecture, goruntime.GOARCH))
@@ -610,6 +602,82 @@ func (s *Store) lockDigest(ctx context.Context, d digest.Digest) (func(), error)
 	}
 }
 
+// ensureConfig returns the image config desc names, downloading it at
+// most once however many pulls want it, as ensureBlob does a layer: under
+// the digest's lock it is found in the blob cache (a pull fetched it and
+// has not committed yet), or in the record of an image pulled with it as
+// its ID (a committed pull drops the blob, as the unpacked layers' blobs),
+// or else fetched into the cache.
+func (p *puller) ensureConfig(ctx context.Context, eps []*endpoint, can func(*endpoint) bool, desc ocispec.Descriptor) (ocispec.Image, error) {
+	s := p.s
+	unlock, err := s.lockDigest(ctx, desc.Digest)
+	if err != nil {
+		return ocispec.Image{}, err
+	}
+	defer unlock()
+	// The cache before the records: commitPull writes its record before it
+	// removes the blob, so a blob found missing here is in a record by now.
+	raw, err := s.readCachedBlob(desc)
+	if err != nil {
+		return ocispec.Image{}, fmt.Errorf("reading image config %s from the blob cache: %w", desc.Digest, err)
+	}
+	if raw == nil {
+		if rec, ok, err := s.pulledRecord(desc.Digest); err != nil {
+			return ocispec.Image{}, err
+		} else if ok {
+			// Checked for this platform when it was pulled.
+			return ocispec.Image{Config: rec.Config, RootFS: ocispec.RootFS{Type: "layers", DiffIDs: rec.DiffIDs}}, nil
+		}
+		if err := p.cacheBlob(ctx, eps, can, desc, nil); err != nil {
+			return ocispec.Image{}, classify(fmt.Errorf("fetching image config %s: %w", desc.Digest, err))
+		}
+		if raw, err = s.readCachedBlob(desc); err != nil || raw == nil {
+			return ocispec.Image{}, fmt.Errorf("reading image config %s from the blob cache: %w", desc.Digest, cmp.Or(err, errBlobGone))
+		}
+	}
+	var cfg ocispec.Image
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return ocispec.Image{}, fmt.Errorf("parsing image config %s: %w", desc.Digest, err)
+	}
+	return cfg, nil
+}
+
+// readCachedBlob returns the cached blob desc names, nil if the cache does
+// not hold it intact (a blob that does not match its digest is removed).
+// Small blobs only: it is read whole. Called with the digest's lock held.
+func (s *Store) readCachedBlob(desc ocispec.Descriptor) ([]byte, error) {
+	path := s.blobPath(desc.Digest)
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(raw)) != desc.Size || desc.Digest.Algorithm().FromBytes(raw) != desc.Digest {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		return nil, nil
+	}
+	return raw, nil
+}
+
+// pulledRecord finds an image pulled (not imported: an import's platform
+// was never checked) whose ID is the config digest d.
+func (s *Store) pulledRecord(d digest.Digest) (record, bool, error) {
+	recs, err := s.records()
+	if err != nil {
+		return record{}, false, err
+	}
+	for _, rec := range recs {
+		if rec.ID == string(d) && rec.RepoDigest != "" {
+			return rec, true, nil
+		}
+	}
+	return record{}, false, nil
+}
+
 // ensureBlob makes sure layer i is either unpacked in the store or its
 // verified blob is in the cache, downloading it at most once however many
 // pulls want it.
@@ -628,11 +696,26 @@ func (p *puller) ensureBlob(ctx context.Context, eps []*endpoint, can func(*endp
 		p.progress(Progress{Layer: i, Layers: n, Digest: desc.Digest, State: ProgressExists, Done: desc.Size, Total: desc.Size})
 		return nil
 	}
-	final := s.blobPath(desc.Digest)
-	if fi, err := os.Stat(final); err == nil && fi.Size() == desc.Size {
+	if fi, err := os.Stat(s.blobPath(desc.Digest)); err == nil && fi.Size() == desc.Size {
 		p.progress(Progress{Layer: i, Layers: n, Digest: desc.Digest, State: ProgressVerified, Done: desc.Size, Total: desc.Size})
 		return nil
 	}
+	err = p.cacheBlob(ctx, eps, can, desc, func(st ProgressState, done int64) {
+		p.progress(Progress{Layer: i, Layers: n, Digest: desc.Digest, State: st, Done: done, Total: desc.Size})
+	})
+	if err != nil {
+		return err
+	}
+	p.progress(Progress{Layer: i, Layers: n, Digest: desc.Digest, State: ProgressVerified, Done: desc.Size, Total: desc.Size})
+	return nil
+}
+
+// cacheBlob downloads desc from the first of eps that serves it into the
+// blob cache, verified, and records it as this pull's; progress (if set)
+// is told each downloading step. Called with the digest's lock held.
+func (p *puller) cacheBlob(ctx context.Context, eps []*endpoint, can func(*endpoint) bool, desc ocispec.Descriptor, progress func(ProgressState, int64)) error {
+	s := p.s
+	final := s.blobPath(desc.Digest)
 	ingest := filepath.Join(s.root, "blobs", "ingest")
 	if err := os.MkdirAll(ingest, 0o700); err != nil {
 		return err
@@ -655,6 +738,10 @@ func (p *puller) ensureBlob(ctx context.Context, eps []*endpoint, can func(*endp
 		f.Close()
 		os.Remove(tmp)
 	}()
+	var onRead func(int64)
+	if progress != nil {
+		onRead = func(done int64) { progress(ProgressDownloading, done) }
+	}
 	_, _, err = tryEndpoints(eps, can, func(ep *endpoint) (struct{}, error) {
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return struct{}{}, err
@@ -662,10 +749,10 @@ func (p *puller) ensureBlob(ctx context.Context, eps []*endpoint, can func(*endp
 		if err := f.Truncate(0); err != nil {
 			return struct{}{}, err
 		}
-		p.progress(Progress{Layer: i, Layers: n, Digest: desc.Digest, State: ProgressDownloading, Total: desc.Size})
-		return struct{}{}, p.fetchBlob(ctx, ep, desc, f, func(done int64) {
-			p.progress(Progress{Layer: i, Layers: n, Digest: desc.Digest, State: ProgressDownloading, Done: done, Total: desc.Size})
-		})
+		if progress != nil {
+			progress(ProgressDownloading, 0)
+		}
+		return struct{}{}, p.fetchBlob(ctx, ep, desc, f, onRead)
 	})
 	if err != nil {
 		return err
@@ -682,7 +769,6 @@ func (p *puller) ensureBlob(ctx context.Context, eps []*endpoint, can func(*endp
 	p.mu.Lock()
 	p.fetched = append(p.fetched, desc.Digest)
 	p.mu.Unlock()
-	p.progress(Progress{Layer: i, Layers: n, Digest: desc.Digest, State: ProgressVerified, Done: desc.Size, Total: desc.Size})
 	return nil
 }
 
@@ -770,10 +856,12 @@ func (s *Store) commitPull(ctx context.Context, p *puller, rec record, layers []
 		return nil, err
 	}
 	added = nil
-	// The layers are unpacked: their compressed blobs have done their job.
+	// The layers are unpacked and the config is in the record: their
+	// blobs have done their job.
 	for _, d := range used {
 		os.Remove(s.blobPath(d))
 	}
+	os.Remove(s.blobPath(digest.Digest(rec.ID)))
 	if err := s.gcLayers(); err != nil {
 		return nil, err
 	}

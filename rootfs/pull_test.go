@@ -192,7 +192,8 @@ func TestPullSharedLayers(t *testing.T) {
 	}
 }
 
-// Two pulls of one image at once fetch each blob once: one waits for the
+// Pulls of one image at once, from two Store values as from two
+// processes, fetch each blob once, the config included: one waits for the
 // other.
 func TestConcurrentPullsFetchEachBlobOnce(t *testing.T) {
 	reg := testregistry.Start(t)
@@ -235,6 +236,21 @@ func TestConcurrentPullsFetchEachBlobOnce(t *testing.T) {
 			t.Errorf("layer %s fetched %d times by 4 concurrent pulls, want 1", l.Digest, n)
 		}
 	}
+	if n := reg.BlobGets(m.Config.Digest); n != 1 {
+		t.Errorf("config %s fetched %d times by 4 concurrent pulls, want 1", m.Config.Digest, n)
+	}
+	if got, _ := filepath.Glob(filepath.Join(s.Root(), "blobs", "sha256", "*")); len(got) != 0 {
+		t.Errorf("blobs left in the cache after the pulls: %v", got)
+	}
+	// Pulled again, under another name: the config is the record's.
+	reg.Push(t, "c:2", img)
+	reg.Reset()
+	if _, err := s2.Pull(context.Background(), reg.Ref("c:2"), pullOpts()); err != nil {
+		t.Fatal(err)
+	}
+	if n := reg.BlobGets(m.Config.Digest); n != 0 {
+		t.Errorf("config fetched %d times by a pull of an image the store holds, want 0", n)
+	}
 }
 
 // A pull interrupted midway lists no image, and the next one fetches only
@@ -247,12 +263,12 @@ func TestInterruptedPullResumes(t *testing.T) {
 	last := m.Layers[2].Digest
 	ctx, cancel := context.WithCancel(context.Background())
 	s := openStore(t)
-	// The last layer's download hangs until the other two are verified in
-	// the blob cache; then the pull is interrupted.
+	// The last layer's download hangs until the config and the other two
+	// layers are verified in the blob cache; then the pull is interrupted.
 	reg.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
 		if strings.HasSuffix(r.URL.Path, "/blobs/"+last.String()) {
 			for i := 0; i < 500; i++ {
-				if got, _ := filepath.Glob(filepath.Join(s.Root(), "blobs", "sha256", "*")); len(got) == 2 {
+				if got, _ := filepath.Glob(filepath.Join(s.Root(), "blobs", "sha256", "*")); len(got) == 3 {
 					break
 				}
 				time.Sleep(10 * time.Millisecond)
@@ -282,6 +298,9 @@ func TestInterruptedPullResumes(t *testing.T) {
 		if n := reg.BlobGets(l.Digest); n != want {
 			t.Errorf("layer %d fetched %d times after the interruption, want %d", i+1, n, want)
 		}
+	}
+	if n := reg.BlobGets(m.Config.Digest); n != 0 {
+		t.Errorf("config fetched %d times after the interruption, want 0", n)
 	}
 }
 

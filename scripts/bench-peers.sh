@@ -5,9 +5,10 @@
 # Usage: sudo scripts/bench-peers.sh [--install] [-n N] [--warmup K] [--out DIR]
 #                                    [--only PEER,...] [--podlab BIN]
 #
-#   --install   apt-get install the peers that are missing (runc, containerd,
-#               podman + catatonit for its infra image); without it a missing
-#               peer is skipped with a note
+#   --install   apt-get install the peers that are missing (runc, podman +
+#               catatonit for its infra image); without it a missing peer is
+#               skipped with a note. containerd 2.4 and ctr are built once
+#               into the cache by scripts/build-containerd.sh (about 45 s).
 #   -n N        measured rounds (default 20); every round runs every peer once
 #   --warmup K  unmeasured rounds first (default 1: page cache, podman's infra
 #               image build, the bridge creation)
@@ -88,7 +89,7 @@ START_S=$SECONDS
 pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 if [ "$INSTALL" = 1 ]; then
   # catatonit: podman builds its infra (pause) image from it, locally.
-  want=(util-linux iproute2 busybox-static runc containerd podman catatonit docker-registry)
+  want=(util-linux iproute2 busybox-static runc podman catatonit docker-registry)
   missing=()
   for p in "${want[@]}"; do pkg_installed "$p" || missing+=("$p"); done
   if [ ${#missing[@]} -gt 0 ]; then
@@ -117,6 +118,15 @@ skip() { # skip PEER WHY
 have() { command -v "$1" >/dev/null 2>&1; }
 hint=" (run with --install)"
 have unshare || skip floor "unshare not found$hint"
+# containerd 2.4 (its shim and ctr too), first in PATH: containerd looks its
+# shim up there before its own dir.
+if [ -n "${ENABLED[ctr]:-}${ENABLED[pull]:-}" ]; then
+  if CTD_BIN=$(scripts/build-containerd.sh); then
+    PATH=$CTD_BIN:$PATH
+  else
+    skip ctr "scripts/build-containerd.sh failed"; skip pull "scripts/build-containerd.sh failed"
+  fi
+fi
 have busybox || { echo "bench-peers: busybox-static is needed for the rootfs$hint" >&2; exit 1; }
 have runc || { skip runc "runc not found$hint"; skip scripted "runc not found$hint"; }
 have ip || { skip cni "ip (iproute2) not found$hint"; skip scripted "ip not found$hint"; skip ctr "ip not found$hint"; }
@@ -322,13 +332,16 @@ if [ -n "${ENABLED[cni]:-}${ENABLED[scripted]:-}" ]; then
 fi
 cnitool() { CNI_PATH=$CNI_BIN NETCONFPATH=$WORK/netconf "$CNITOOL" "$@" </dev/null >>"$LOG" 2>&1; }
 
-# containerd: our own daemon, config, root, state, sockets; the CRI plugin
-# and the snapshotters we do not use are off; /opt/containerd moved in too.
+# containerd: our own daemon, config (version 3), root, state, sockets; the
+# CRI plugins, NRI (used only by the CRI; its socket would be the host's
+# default) and the snapshotters we do not use are off; /opt/containerd
+# moved in too.
 cctr() { ctr -a "$WORK/containerd/containerd.sock" -n "$TAG" "$@"; }
 if [ -n "${ENABLED[ctr]:-}${ENABLED[pull]:-}" ]; then
   C=$WORK/containerd
   mkdir -p "$C/fifo" "$C/runc" "$C/opt"
-  containerd_config "$C" "$C/containerd.sock" io.containerd.grpc.v1.cri > "$C/config.toml"
+  containerd_config 3 "$C" "$C/containerd.sock" io.containerd.grpc.v1.cri io.containerd.cri.v1.images \
+    io.containerd.cri.v1.runtime io.containerd.podsandbox.controller.v1.podsandbox io.containerd.nri.v1.nri > "$C/config.toml"
   containerd --config "$C/config.toml" </dev/null >"$C/containerd.log" 2>&1 &
   CONTAINERD_PID=$!
   for _ in $(seq 100); do [ -S "$C/containerd.sock" ] && break; sleep 0.05; done
@@ -777,7 +790,7 @@ echo "- Load average (1/5/15 min) before the rounds: $LOAD_BEFORE; after: $(cut 
   echo "- podlab: $("$PODLAB" --version 2>/dev/null | awk '{ print $NF }') (libcontainer $(awk '$1 == "github.com/opencontainers/runc" { print $2 }' go.mod), libcni $CNI_VERSION, $(${GO:-go} version "$PODLAB" 2>/dev/null | awk '{ print $2 }' || true))"
   echo "- CNI plugins: $(awk '$1 == "github.com/containernetworking/plugins" { print $2 }' go.mod) from $CNI_BIN ($(printf '%s\n' "$CONFLIST" | awk -F'"' '/"type"/ { printf "%s%s", s, $4; s = " + " }')); cnitool $CNI_VERSION"
   have runc && echo "- runc: $(runc --version | awk 'NR == 1 { print $3 }') (system, /usr/sbin/runc; used by runc, scripted, ctr and podman)"
-  have containerd && echo "- containerd: $(containerd --version | awk '{ print $3 }'), ctr $(ctr --version | awk '{ print $3 }')"
+  have containerd && echo "- containerd: $(containerd --version | awk '{ print $3 }'), ctr $(ctr --version | awk '{ print $3 }') ($(command -v containerd): scripts/build-containerd.sh, config version 3)"
   have podman && echo "- podman: $(podman --version | awk '{ print $3 }'), conmon $(conmon --version 2>/dev/null | awk 'NR == 1 { print $3 }'), catatonit $(catatonit --version 2>&1 | awk '{ print $3 }')$(pm info --format ' (network backend {{.Host.NetworkBackend}}, storage {{.Store.GraphDriverName}})' 2>/dev/null || true)"
   echo "- iproute2: $(ip -V 2>/dev/null | grep -o "iproute2-[^ ,]*" | sed "s/iproute2-//"); util-linux: $(unshare --version 2>/dev/null | awk '{ print $NF }'); busybox: $(busybox 2>&1 | head -1 | awk '{ print $2 }')"
 } > "$OUT/versions.md"

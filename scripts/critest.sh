@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # critest.sh: run critest (cri-tools' CRI validation suite, built by
-# setup.sh) against `podlab serve` and then against containerd 1.6 from apt,
-# each on a private socket and state, both pulling the test images from one
-# registry on 127.0.0.1 through their mirror configs (no image renamed, no
-# -registry-prefix); write docs/conformance.md from the two junit reports;
-# with --benchmark, also run critest -benchmark against both and write the
-# "Through the CRI" section of docs/benchmarks.md.
+# setup.sh) against `podlab serve` and then against containerd 2.4 (built
+# from its module by scripts/build-containerd.sh, cached outside the
+# clone), each on a private socket and state, both pulling the test images
+# from one registry on 127.0.0.1 through their mirror configs (no image
+# renamed, no -registry-prefix); write docs/conformance.md from the junit
+# reports; with --benchmark, also run critest -benchmark against both and
+# write the "Through the CRI" section of docs/benchmarks.md.
 #
-# Usage: sudo scripts/critest.sh [--only podlab|containerd] [--benchmark]
+# Usage: sudo scripts/critest.sh [--only podlab|containerd|containerd16]
+#                                [--benchmark] [--containerd16]
 #                                [--no-doc] [--target FILE] [--podlab BIN]
 #                                [--benchmark-only] [--rounds N]
+#
+# --containerd16 also runs Debian's containerd 1.6 (apt), the previous
+# peer, as a second column of the counts (and of the benchmark rounds);
+# off by default: it adds about 90 s to a run and is not the peer.
 #
 # --rounds N (default 3) runs the benchmark N times, podlab and containerd
 # in turn, after a sync each: the doc pools the rounds' cycles and gives
@@ -26,11 +32,12 @@ REPO=$PWD
 . scripts/peers/lib.sh
 export PATH=$PATH:/usr/local/go/bin
 
-ONLY="" BENCH=0 VALIDATE=1 DOC=1 TARGET=test/critest-target PODLAB=$REPO/bin/podlab ROUNDS=3
+ONLY="" BENCH=0 VALIDATE=1 DOC=1 TARGET=test/critest-target PODLAB=$REPO/bin/podlab ROUNDS=3 CTD16=0
 while [ $# -gt 0 ]; do
   case $1 in
     --only) ONLY=${2:?}; shift;;
     --benchmark) BENCH=1;;
+    --containerd16) CTD16=1;;
     --benchmark-only) BENCH=1 VALIDATE=0 DOC=0;;
     --no-doc) DOC=0;;
     --target) TARGET=${2:?}; shift;;
@@ -48,7 +55,25 @@ CRITEST=${CRITEST:-/opt/podlab/bin/critest}
 BUILD=$REPO/build/critest
 OUT=${CRITEST_OUT:-$BUILD/results}
 for t in "$CRITEST" "$PODLAB"; do [ -x "$t" ] || { echo "critest: $t missing (make setup build)" >&2; exit 1; }; done
-for t in docker-registry containerd runc ipcs; do command -v "$t" >/dev/null || { echo "critest: $t missing (make setup)" >&2; exit 1; }; done
+for t in docker-registry runc ipcs; do command -v "$t" >/dev/null || { echo "critest: $t missing (make setup)" >&2; exit 1; }; done
+RUNTIMES=(podlab containerd)
+[ "$CTD16" = 0 ] || RUNTIMES+=(containerd16)
+[ -z "$ONLY" ] || RUNTIMES=("$ONLY")
+for rt in "${RUNTIMES[@]}"; do
+  case $rt in
+    podlab) ;;
+    containerd)
+      # The peer: containerd 2.4 and its runc shim, built once into the
+      # cache (about 45 s) and found there, first in PATH, by containerd
+      # (it looks its shim up in PATH before its own dir); runc is Debian's.
+      CTD_BIN=$(scripts/build-containerd.sh)
+      CTD_VERSION=$("$CTD_BIN/containerd" --version | awk '{ print $3 }');;
+    containerd16)
+      command -v containerd >/dev/null || { echo "critest: containerd (apt) missing (make setup)" >&2; exit 1; }
+      CTD16_VERSION=$(containerd --version | awk '{ print $3 }');;
+    *) echo "critest: --only $rt: not podlab, containerd or containerd16" >&2; exit 2;;
+  esac
+done
 # The only spec skipped by name: the pull of upstream's image by its digest
 # (test-image-digest@sha256:…) cannot pass offline.
 SKIP='public image with digest'
@@ -134,14 +159,16 @@ start_podlab() {
   SERVER_PID=$!
 }
 
-start_containerd() {
-  local d=$RUN/containerd h
+# containerd_dirs D: what both containerds share: hosts.toml mirrors to the
+# loopback registry under D/certs.d, and a CNI config of their own (their
+# own bridge and subnet, leases in D) under D/cni.
+containerd_dirs() {
+  local d=$1 h
   mkdir -p "$d/cni" "$d/certs.d"
   for h in "${MIRRORED[@]}"; do
     mkdir -p "$d/certs.d/$h"
     printf 'server = "http://%s"\n\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' "$REG" "$REG" > "$d/certs.d/$h/hosts.toml"
   done
-  # Its own bridge and subnet, leases in its own dir.
   cat > "$d/cni/10-critest.conflist" <<EOF
 {"cniVersion": "1.0.0", "name": "critest-ctd", "plugins": [
   {"type": "bridge", "bridge": "plctd0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
@@ -149,17 +176,66 @@ start_containerd() {
   {"type": "portmap", "capabilities": {"portMappings": true}},
   {"type": "loopback"}]}
 EOF
+}
+
+# start_containerd: containerd 2.4, configured as its docs (docs/cri/
+# config.md, docs/NRI.md) say for version 3: the CRI's images, runtime and
+# gRPC plugins each in its own section, NRI on with a socket of its own
+# (NRI_SOCK, handed to critest's -nri-socket) and its plugin dirs private
+# (none are pre-registered).
+start_containerd() {
+  local d=$RUN/containerd
+  containerd_dirs "$d"
+  mkdir -p "$d/nri/plugins" "$d/nri/conf.d"
+  SOCK=$d/containerd.sock NRI_SOCK=$d/nri.sock
+  { containerd_config 3 "$d" "$SOCK"; cat <<EOF; } > "$d/config.toml"
+[plugins.'io.containerd.grpc.v1.cri']
+  disable_tcp_service = true
+  stream_server_address = '127.0.0.1'
+  stream_server_port = '0'
+  enable_tls_streaming = false
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = 'overlayfs'
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = 'registry.k8s.io/pause:3.9'
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = '$d/certs.d'
+[plugins.'io.containerd.cri.v1.runtime']
+  # This host withholds CAP_SYS_RESOURCE even from root: runc cannot lower
+  # a sandbox's oom_score_adj to -998 ("failed to update
+  # /proc/self/oom_score_adj: Permission denied"); containerd's own option
+  # keeps it at containerd's.
+  restrict_oom_score_adj = true
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ['/opt/podlab/cni/bin']
+    conf_dir = '$d/cni'
+  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+    runtime_type = 'io.containerd.runc.v2'
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+      BinaryName = '$(command -v runc)'
+[plugins.'io.containerd.nri.v1.nri']
+  disable = false
+  disable_connections = false
+  socket_path = '$NRI_SOCK'
+  plugin_path = '$d/nri/plugins'
+  plugin_config_path = '$d/nri/conf.d'
+EOF
+  PATH=$CTD_BIN:$PATH "$CTD_BIN/containerd" --config "$d/config.toml" </dev/null >"$OUT/containerd-daemon.log" 2>&1 &
+  SERVER_PID=$!
+}
+
+# start_containerd16: Debian's containerd 1.6 (apt), the previous peer
+# (--containerd16), configured as before (config version 2).
+start_containerd16() {
+  local d=$RUN/containerd16
+  containerd_dirs "$d"
   SOCK=$d/containerd.sock
-  { containerd_config "$d" "$SOCK"; cat <<EOF; } > "$d/config.toml"
+  { containerd_config 2 "$d" "$SOCK"; cat <<EOF; } > "$d/config.toml"
 [plugins."io.containerd.grpc.v1.cri"]
   disable_tcp_service = true
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
   sandbox_image = "registry.k8s.io/pause:3.9"
-  # This host withholds CAP_SYS_RESOURCE even from root: runc cannot lower
-  # a sandbox's oom_score_adj to -998 ("failed to update
-  # /proc/self/oom_score_adj: Permission denied"); containerd's own option
-  # keeps it at containerd's.
   restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/opt/podlab/cni/bin"
@@ -167,7 +243,7 @@ EOF
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = "$d/certs.d"
 EOF
-  containerd --config "$d/config.toml" </dev/null >"$OUT/containerd-daemon.log" 2>&1 &
+  containerd --config "$d/config.toml" </dev/null >"$OUT/containerd16-daemon.log" 2>&1 &
   SERVER_PID=$!
 }
 
@@ -185,15 +261,11 @@ stop_runtime() {
   local rt=$1
   remove_all
   stop_pid "$SERVER_PID"; SERVER_PID=""
-  if [ "$rt" = containerd ]; then
-    # anything left mounted under its root (remove_all stopped the pods, so their shims have exited)
-    local d=$RUN/containerd
-    awk -v d="$d/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r | while read -r m; do umount -l "$m" || :; done
-    ip link del plctd0 2>/dev/null || :
-  else
-    local d=$RUN/podlab
-    awk -v d="$d/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r | while read -r m; do umount -l "$m" || :; done
-  fi
+  # anything left mounted under its root (remove_all stopped the pods, so
+  # their shims have exited)
+  local d=$RUN/$rt
+  awk -v d="$d/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r | while read -r m; do umount -l "$m" || :; done
+  [ "$rt" = podlab ] || ip link del plctd0 2>/dev/null || :
   tidy_host
 }
 
@@ -202,10 +274,14 @@ stop_runtime() {
 # console to results/RUNTIME[-benchmark].log.
 run_critest() {
   local rt=$1 mode=${2:-validate} round=${3:-1} log
-  case $rt in podlab) start_podlab;; containerd) start_containerd;; esac
+  NRI_SOCK=""
+  case $rt in podlab) start_podlab;; containerd) start_containerd;; containerd16) start_containerd16;; esac
   for _ in $(seq 300); do [ -S "$SOCK" ] && break; sleep 0.1; done
   [ -S "$SOCK" ] || { echo "critest: $rt did not start" >&2; stop_runtime "$rt"; return 1; }
   local args=(-runtime-endpoint "unix://$SOCK" -image-endpoint "unix://$SOCK")
+  # NRI's specs run where the runtime serves NRI: containerd 2.4 only
+  # (podlab has no NRI yet, containerd 1.6's is off).
+  [ -z "$NRI_SOCK" ] || args+=(-nri-socket "$NRI_SOCK")
   local t0=$SECONDS rc=0 from=0
   if [ "$mode" = benchmark ]; then
     log=$OUT/$rt-benchmark.log
@@ -228,8 +304,6 @@ run_critest() {
   stop_runtime "$rt"
 }
 
-RUNTIMES=(podlab containerd)
-[ -z "$ONLY" ] || RUNTIMES=("$ONLY")
 for rt in "${RUNTIMES[@]}"; do
   [ "$VALIDATE" = 1 ] || break
   run_critest "$rt"
@@ -239,7 +313,7 @@ for rt in "${RUNTIMES[@]}"; do
   fi
 done
 if [ "$BENCH" = 1 ]; then
-  rm -rf "$OUT/podlab-benchmark" "$OUT/containerd-benchmark"
+  for rt in "${RUNTIMES[@]}"; do rm -rf "$OUT/$rt-benchmark"; done
   for round in $(seq "$ROUNDS"); do
     for rt in "${RUNTIMES[@]}"; do
       # The previous run's deleted files and cgroups are written back and
@@ -252,15 +326,22 @@ fi
 
 # ---------------------------------------------------------------- reports
 if [ "$DOC" = 1 ] && [ -z "$ONLY" ]; then
+  c16=()
+  if [ "$CTD16" = 1 ]; then
+    c16=(-containerd16 "$OUT/containerd16-junit" -containerd16-version "$CTD16_VERSION"
+      -seconds-containerd16 "$(cat "$OUT/containerd16-validate.seconds")")
+  fi
   go run ./test/critestreport conformance -podlab "$OUT/podlab-junit" -containerd "$OUT/containerd-junit" \
     -causes test/critest-causes.txt -seconds-podlab "$(cat "$OUT/podlab-validate.seconds")" \
-    -seconds-containerd "$(cat "$OUT/containerd-validate.seconds")" -containerd-version "$(containerd --version | awk '{print $3}')" \
-    -podlab-version "$(git describe --always --dirty)" > docs/conformance.md.tmp
+    -seconds-containerd "$(cat "$OUT/containerd-validate.seconds")" -containerd-version "$CTD_VERSION" \
+    "${c16[@]}" -podlab-version "$(git describe --always --dirty)" > docs/conformance.md.tmp
   mv docs/conformance.md.tmp docs/conformance.md
   say "wrote docs/conformance.md"
   if [ "$BENCH" = 1 ]; then
+    b16=()
+    [ "$CTD16" = 0 ] || b16=(-containerd16 "$OUT/containerd16-benchmark" -containerd16-version "$CTD16_VERSION")
     go run ./test/critestreport benchmark -podlab "$OUT/podlab-benchmark" -containerd "$OUT/containerd-benchmark" \
-      -doc docs/benchmarks.md -params test/critest-benchmark.yaml -containerd-version "$(containerd --version | awk '{print $3}')"
+      -doc docs/benchmarks.md -params test/critest-benchmark.yaml -containerd-version "$CTD_VERSION" "${b16[@]}"
     say "wrote the \"Through the CRI\" section of docs/benchmarks.md"
   fi
 fi

@@ -234,21 +234,22 @@ open_sleep_fd() {
   exec {SLEEP_FD}<>"$1/sleep.fifo"
 }
 
-# containerd_config DIR SOCK [PLUGIN...]: the top of a private containerd's
-# config.toml (version 2) on stdout: root, state and opt under DIR, its
-# gRPC and ttrpc sockets at SOCK, no debug or metrics endpoint, and the
-# snapshotters and tracing this host has no use for disabled, with the
-# extra PLUGINs. Callers append their own plugin sections (the CRI's).
+# containerd_config VERSION DIR SOCK [PLUGIN...]: the top of a private
+# containerd's config.toml on stdout, config VERSION (3 for containerd 2.x,
+# 2 for 1.6): root, state and opt under DIR, its gRPC and ttrpc sockets at
+# SOCK, no debug or metrics endpoint, and the snapshotters and tracing this
+# host has no use for disabled, with the extra PLUGINs. Callers append
+# their own plugin sections (the CRI's), named as VERSION names them.
 containerd_config() {
-  local dir=$1 sock=$2 p disabled=""
-  shift 2
+  local version=$1 dir=$2 sock=$3 p disabled=""
+  shift 3
   for p in "$@" io.containerd.snapshotter.v1.btrfs io.containerd.snapshotter.v1.zfs \
     io.containerd.snapshotter.v1.devmapper io.containerd.snapshotter.v1.aufs \
     io.containerd.tracing.processor.v1.otlp io.containerd.internal.v1.tracing; do
     disabled+="${disabled:+, }\"$p\""
   done
   cat <<EOF
-version = 2
+version = $version
 root = "$dir/root"
 state = "$dir/state"
 disabled_plugins = [$disabled]

@@ -228,6 +228,11 @@ func conformance(args []string) error {
 	csec := fs.Int("seconds-containerd", 0, "containerd's run time")
 	pver := fs.String("podlab-version", "", "")
 	cver := fs.String("containerd-version", "", "")
+	// The previous peer, Debian's containerd 1.6, as one more row of the
+	// counts when it was run (critest.sh --containerd16).
+	c16dir := fs.String("containerd16", "", "containerd 1.6's junit dir (optional)")
+	c16sec := fs.Int("seconds-containerd16", 0, "containerd 1.6's run time")
+	c16ver := fs.String("containerd16-version", "", "")
 	fs.Parse(args)
 	pod, err := readJunit(*pdir)
 	if err != nil {
@@ -236,6 +241,12 @@ func conformance(args []string) error {
 	ctd, err := readJunit(*cdir)
 	if err != nil {
 		return err
+	}
+	var c16 map[string]Result
+	if *c16dir != "" {
+		if c16, err = readJunit(*c16dir); err != nil {
+			return err
+		}
 	}
 	why, err := causes(*causeFile)
 	if err != nil {
@@ -261,25 +272,34 @@ func conformance(args []string) error {
 
 [critest](https://github.com/kubernetes-sigs/cri-tools/blob/master/docs/validation.md)
 v1.37.0, the Kubernetes project's CRI validation suite, run against podlab
-(%s) and against containerd %s from Debian, one after the other on this
-machine, %s. Both pull the same test images (built offline by
+(%s) and against containerd %s (built from its Go module by
+scripts/build-containerd.sh, with Debian's runc), one after the other on
+this machine, %s. Both pull the same test images (built offline by
 test/critestimages from Debian packages, under their upstream names) from one
 registry on 127.0.0.1 through their mirror configs; the only spec skipped by
 name is the pull of upstream's `+"`test-image-digest@sha256:…`"+` (it cannot
 pass offline); the 5 benchmark specs run only with -benchmark (below
-"not selected", with it). containerd runs with its CRI plugin, runc, the
-registry mirrors in hosts.toml and `+"`restrict_oom_score_adj`"+` (this host
-withholds CAP_SYS_RESOURCE even from root, so runc could not give a sandbox
-the -998 containerd asks for); the config is in scripts/critest.sh.
+"not selected", with it). containerd runs with config version 3 as its docs
+describe it: its CRI plugins with runc, the registry mirrors in hosts.toml
+(`+"`config_path`"+`), the pause image pinned, NRI enabled on a socket of its
+own that critest is given as `+"`-nri-socket`"+` (for containerd only: podlab
+has no NRI yet, so its NRI specs skip), and `+"`restrict_oom_score_adj`"+` (this
+host withholds CAP_SYS_RESOURCE even from root, so runc could not give a
+sandbox the -998 containerd asks for); the config is in scripts/critest.sh.
 
 | | specs | ran | passed | failed | not selected | skipped themselves | time |
 |---|---:|---:|---:|---:|---:|---:|---:|
 | podlab | %d | %d | **%d** | %d | %d | %d | %d s |
 | containerd %s | %d | %d | %d | %d | %d | %d | %d s |
-
 `, *pver, *cver, time.Now().UTC().Format("2006-01-02 15:04 UTC"),
 		len(pod), pt.passed+pt.failed, pt.passed, pt.failed, pt.skipped, pt.selfSkipped, *psec,
 		*cver, len(ctd), ct.passed+ct.failed, ct.passed, ct.failed, ct.skipped, ct.selfSkipped, *csec)
+	if c16 != nil {
+		t := tallyOf(c16)
+		fmt.Fprintf(w, "| containerd %s (Debian, the previous peer; config version 2, no NRI) | %d | %d | %d | %d | %d | %d | %d s |\n",
+			*c16ver, len(c16), t.passed+t.failed, t.passed, t.failed, t.skipped, t.selfSkipped, *c16sec)
+	}
+	fmt.Fprintln(w)
 
 	// self-skips by reason
 	reasons := map[string][2]int{}
@@ -512,6 +532,10 @@ func benchmark(args []string) error {
 	doc := fs.String("doc", "docs/benchmarks.md", "the doc whose section to write")
 	cver := fs.String("containerd-version", "", "")
 	params := fs.String("params", "", "the params file, quoted in the doc")
+	// The previous peer's rounds, when it was run (critest.sh --containerd16):
+	// one line per cycle with podlab's ratio to it.
+	c16dir := fs.String("containerd16", "", "containerd 1.6's benchmark output dir (optional)")
+	c16ver := fs.String("containerd16-version", "", "")
 	fs.Parse(args)
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n## Through the CRI: critest -benchmark\n\n", beginMark)
@@ -580,6 +604,15 @@ func benchmark(args []string) error {
 				each = append(each, fmt.Sprintf("%s (%s / %s)", ratio(p, c), ms(p), ms(c)))
 			}
 			fmt.Fprintf(&b, "The %s's p50 ratio round by round (podlab / containerd, ms): %s.\n\n", f.cycle, strings.Join(each, ", "))
+		}
+		if *c16dir != "" {
+			if r16, err := readRounds(*c16dir, f.file); err != nil {
+				fmt.Fprintf(&b, "No data from containerd %s: its benchmark spec failed.\n\n", *c16ver)
+			} else {
+				p, c := rank(column(ps, -1), 50), rank(column(pooled(r16), -1), 50)
+				fmt.Fprintf(&b, "Against containerd %s (Debian's, the previous peer) in the same rounds: %s p50 %s ms, podlab/containerd %s %s.\n\n",
+					*c16ver, f.cycle, ms(c), *c16ver, ratio(p, c))
+			}
 		}
 	}
 	b.WriteString(endMark + "\n")

@@ -215,7 +215,8 @@ func TestPullPrivateRegistry(t *testing.T) {
 }
 
 // A pull killed with SIGKILL midway lists no image; the next one fetches
-// only the blobs the first had not verified.
+// only the blobs the first had not verified (the config is one of those it
+// had).
 func TestPullKill9Resumes(t *testing.T) {
 	rootSetup(t)
 	reg := testregistry.Start(t)
@@ -247,13 +248,13 @@ func TestPullKill9Resumes(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		blobs, _ := filepath.Glob(filepath.Join(imageDir, "blobs", "sha256", "*"))
-		if len(blobs) == 2 {
+		if len(blobs) == 3 { // the config and the first two layers
 			break
 		}
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
 			cmd.Wait()
-			t.Fatalf("the first two blobs never reached the cache (%v)", blobs)
+			t.Fatalf("the config and the first two layers never reached the cache (%v)", blobs)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -275,6 +276,9 @@ func TestPullKill9Resumes(t *testing.T) {
 		if n := reg.BlobGets(l.Digest); n != want {
 			t.Errorf("layer %d fetched %d times after the kill, want %d", i+1, n, want)
 		}
+	}
+	if n := reg.BlobGets(m.Config.Digest); n != 0 {
+		t.Errorf("config fetched %d times after the kill, want 0", n)
 	}
 	var views []struct{ Name, RepoDigest string }
 	r := podlabConfig(t, cfg, "image", "ls", "-o", "json")
