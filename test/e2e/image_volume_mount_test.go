@@ -326,6 +326,16 @@ spec:
 		t.Fatalf("podlab inspect: %s", r.stderr)
 	}
 	checkInspectImageVolume(t, r.stdout, "/etc/app", dataImage, imgs[i].ID, "data/conf", []string{"podspec", "options", "cri", "oci", "process"})
+	r = podlabConfig(t, cfg, "inspect", "e2e-imgvol-run", "-c", "app")
+	binds := 0 // rows noted image-volume
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if strings.HasSuffix(strings.TrimSpace(l), " image-volume") {
+			binds++
+		}
+	}
+	if n := strings.Count(r.stdout, "image "+dataImage); r.code != 0 || n != 3 || binds != 2 {
+		t.Errorf("podlab inspect's tables name the image %d times, want 3 (podspec, options, cri), and note %d image-volume binds, want 2 (oci, process):\n%s%s", n, binds, r.stdout, r.stderr)
+	}
 	r = podlabConfig(t, cfg, "verify", "e2e-imgvol-run", "-o", "json")
 	if r.code != 0 {
 		t.Errorf("podlab verify: exit %d %s", r.code, r.stderr)
