@@ -219,3 +219,16 @@ func TestCheckImageVolumes(t *testing.T) {
 		})
 	}
 }
+
+// Only the bind of the image volume's own mount point is noted as it: a
+// bind from another index of image-volumes is something else.
+func TestImageVolumeNoteNeedsItsMountPoint(t *testing.T) {
+	stored := imageVolumeStored(t)
+	stored.OCI.Mounts[1].Source = ivBundle + "/image-volumes/0/" + ivSubPath
+	ls := BuildLayers(imageVolumePod(), "app", stored, imageVolumeProcess(t, "ro"), "")
+	for _, name := range []string{LayerOCI, LayerProcess} {
+		if m := mountOf(t, FindLayer(ls, name), ivPath); m.Note != "" {
+			t.Errorf("%s layer notes %s %q, bound from %s", name, ivPath, m.Note, m.HostPath)
+		}
+	}
+}

@@ -397,22 +397,29 @@ func imageVolumeSource(bundle string, i int, subPath string) string {
 
 // markImageVolumes notes, at the oci and process layers, the mounts that
 // are the binds of the cri layer's image volumes: config.json and the
-// mountinfo show a bind of a directory, not which image it holds.
+// mountinfo show a bind of a directory, not which image it holds. The
+// oci layer's is the bind from image-volumes/<i>[/<sub path>] of the
+// bundle (i: the CRI mount's index), the process layer's the mount of
+// the same host path.
 func markImageVolumes(ls []Layer) {
-	cri := FindLayer(ls, LayerCRI)
-	if cri == nil || cri.Error != "" {
+	cri, oci, proc := FindLayer(ls, LayerCRI), FindLayer(ls, LayerOCI), FindLayer(ls, LayerProcess)
+	if cri == nil || cri.Error != "" || oci == nil || oci.Error != "" {
 		return
 	}
-	for _, cm := range cri.Mounts {
+	for i, cm := range cri.Mounts {
 		if cm.Type != MountTypeImage {
 			continue
 		}
-		for _, name := range []string{LayerOCI, LayerProcess} {
-			if l := FindLayer(ls, name); l != nil {
-				if m := l.mount(cm.Path); m != nil && m.Note == "" && strings.Contains(m.HostPath, "/image-volumes/") {
-					m.Note = NoteImageVolume
-				}
-			}
+		om := oci.mount(cm.Path)
+		if om == nil || om.Note != "" || !strings.HasSuffix(om.HostPath, imageVolumeSource("/", i, cm.ImageSubPath)) {
+			continue
+		}
+		om.Note = NoteImageVolume
+		if proc == nil || proc.Error != "" {
+			continue
+		}
+		if pm := proc.mount(cm.Path); pm != nil && pm.Note == "" && pm.HostPath == om.HostPath {
+			pm.Note = NoteImageVolume
 		}
 	}
 }

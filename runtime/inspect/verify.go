@@ -626,7 +626,7 @@ func plural(n int, word string) string {
 // read-only. storedOnly, if set, is why a missing process is no failure.
 func checkImageVolumes(name, bundle string, layers []Layer, storedOnly string) []Check {
 	cri, oci, pl := FindLayer(layers, LayerCRI), FindLayer(layers, LayerOCI), FindLayer(layers, LayerProcess)
-	if cri == nil || cri.Error != "" {
+	if cri == nil || cri.Error != "" || oci == nil || pl == nil {
 		return nil
 	}
 	var checks []Check
