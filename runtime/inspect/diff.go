@@ -79,12 +79,26 @@ func mountSource(layer string, m Mount) string {
 	switch {
 	case layer == LayerPodSpec:
 		return "volume " + m.Origin
+	case m.Type == MountTypeImage:
+		return imageOf(m)
 	case m.HostPath != "":
 		return m.HostPath
 	case m.Type != "":
 		return m.Type
 	}
 	return m.Device
+}
+
+// imageOf names an image volume's mount: "image busybox:1.36 (sha256:...) subPath dir".
+func imageOf(m Mount) string {
+	s := "image " + m.Image
+	if m.ImageRef != "" && m.ImageRef != m.Image {
+		s += " (" + m.ImageRef + ")"
+	}
+	if m.ImageSubPath != "" {
+		s += " subPath " + m.ImageSubPath
+	}
+	return s
 }
 
 // Diffs compares each layer of ls with the one before it.

@@ -19,7 +19,9 @@ package inspect
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/moby/sys/mountinfo"
@@ -84,7 +86,15 @@ const (
 	NoteReadonlyPath = "readonly-path" // linux.readonlyPaths: runc remounts it read-only
 	NoteHook         = "hook"          // in hooks.createContainer: mounted only when the hook runs
 	NoteShadowed     = "shadowed"      // a later mount at the same path hides it
+	// NoteImageVolume marks, at the oci and process layers, the bind the
+	// runtime made of an image volume (<bundle>/image-volumes/<i>).
+	NoteImageVolume = "image-volume"
 )
+
+// MountTypeImage is the type the podspec, options and cri layers give an
+// image volume (Kubernetes' ImageVolume, CRI Mount.image): it has no host
+// path until the runtime mounts the image.
+const MountTypeImage = "image"
 
 // Env is one environment variable at one layer. Source and Origin are
 // known at the options layer only (device-plugin, platform, container).
@@ -106,7 +116,13 @@ type Mount struct {
 	Options  []string `json:"options,omitempty"`
 	Source   string   `json:"source,omitempty"` // options: volume, device-plugin, platform, pod; podspec: volume
 	Origin   string   `json:"origin,omitempty"` // volume name, rule, resource, file
-	Note     string   `json:"note,omitempty"`
+	// Image (podspec, options, cri; Type MountTypeImage) is an image
+	// volume's image as the layer names it, ImageRef its image ID where
+	// the layer has one, and ImageSubPath the directory of it mounted.
+	Image        string `json:"image,omitempty"`
+	ImageRef     string `json:"imageRef,omitempty"`
+	ImageSubPath string `json:"imageSubPath,omitempty"`
+	Note         string `json:"note,omitempty"`
 }
 
 // Layer is a container's env and mounts at one layer.
@@ -231,7 +247,15 @@ func PodSpecLayer(pod *corev1.Pod, name string) Layer {
 				m.Device = v.HostPath.Path
 			}
 		}
-		if vm.SubPath != "" {
+		switch v := vols[vm.Name]; {
+		case v != nil && v.Image != nil:
+			// The kubelet mounts an image volume read-only whatever
+			// volumeMounts says, and its subPath is a directory of the image.
+			m.ReadOnly, m.Image, m.ImageSubPath = true, v.Image.Reference, vm.SubPath
+			if v.Image.PullPolicy != "" {
+				m.Note = "pullPolicy " + string(v.Image.PullPolicy)
+			}
+		case vm.SubPath != "":
 			m.Note = "subPath " + vm.SubPath
 		}
 		l.Mounts = append(l.Mounts, m)
@@ -293,6 +317,8 @@ func volumeType(v *corev1.Volume) string {
 		return "projected"
 	case s.PersistentVolumeClaim != nil:
 		return "persistentVolumeClaim"
+	case s.Image != nil:
+		return MountTypeImage
 	}
 	return ""
 }
@@ -308,7 +334,11 @@ func OptionsLayer(o *kubecontainer.RunContainerOptions) Layer {
 		l.Env = append(l.Env, Env{Name: v.Name, Value: v.Value, Source: v.Source, Origin: v.Origin})
 	}
 	for _, m := range o.Mounts {
-		l.Mounts = append(l.Mounts, Mount{Path: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.ReadOnly, Source: m.Source, Origin: m.Origin})
+		lm := Mount{Path: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.ReadOnly, Source: m.Source, Origin: m.Origin}
+		if m.Image != "" {
+			lm.Type, lm.Image, lm.ImageRef, lm.ImageSubPath = MountTypeImage, m.Image, m.ImageRef, m.ImageSubPath
+		}
+		l.Mounts = append(l.Mounts, lm)
 	}
 	return l
 }
@@ -341,9 +371,57 @@ func CRILayer(raw json.RawMessage) Layer {
 		l.OOMScoreAdj = &adj
 	}
 	for _, m := range cfg.Mounts {
-		l.Mounts = append(l.Mounts, Mount{Path: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.Readonly})
+		lm := Mount{Path: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.Readonly}
+		if img := m.GetImage(); img.GetImage() != "" {
+			lm.Type, lm.Image, lm.ImageRef, lm.ImageSubPath = MountTypeImage, img.Image, img.ImageRef, m.ImageSubPath
+			if img.UserSpecifiedImage != "" {
+				// The kubelet's way: the image by the ID it pulled, the
+				// reference as the pod names it.
+				lm.Image = img.UserSpecifiedImage
+				if lm.ImageRef == "" {
+					lm.ImageRef = img.Image
+				}
+			}
+		}
+		l.Mounts = append(l.Mounts, lm)
 	}
 	return l
+}
+
+// imageVolumeSource is where the runtime binds image volume i of a
+// container's CRI mounts from: the image mounted at
+// <bundle>/image-volumes/<i>, or its sub path in it (runtime.mountImageVolumes).
+func imageVolumeSource(bundle string, i int, subPath string) string {
+	return filepath.Join(bundle, "image-volumes", strconv.Itoa(i), subPath)
+}
+
+// markImageVolumes notes, at the oci and process layers, the mounts that
+// are the binds of the cri layer's image volumes: config.json and the
+// mountinfo show a bind of a directory, not which image it holds. The
+// oci layer's is the bind from image-volumes/<i>[/<sub path>] of the
+// bundle (i: the CRI mount's index), the process layer's the mount of
+// the same host path.
+func markImageVolumes(ls []Layer) {
+	cri, oci, proc := FindLayer(ls, LayerCRI), FindLayer(ls, LayerOCI), FindLayer(ls, LayerProcess)
+	if cri == nil || cri.Error != "" || oci == nil || oci.Error != "" {
+		return
+	}
+	for i, cm := range cri.Mounts {
+		if cm.Type != MountTypeImage {
+			continue
+		}
+		om := oci.mount(cm.Path)
+		if om == nil || om.Note != "" || !strings.HasSuffix(om.HostPath, imageVolumeSource("/", i, cm.ImageSubPath)) {
+			continue
+		}
+		om.Note = NoteImageVolume
+		if proc == nil || proc.Error != "" {
+			continue
+		}
+		if pm := proc.mount(cm.Path); pm != nil && pm.Note == "" && pm.HostPath == om.HostPath {
+			pm.Note = NoteImageVolume
+		}
+	}
 }
 
 // OCILayer is config.json's process.env and mounts, with the root file
@@ -426,6 +504,14 @@ func ProcessLayer(p *Process, spec *specs.Spec) Layer {
 	if spec != nil && spec.Linux != nil {
 		masked, readonly = spec.Linux.MaskedPaths, spec.Linux.ReadonlyPaths
 	}
+	bindSources := map[string]string{} // container path: config.json's bind source
+	if spec != nil {
+		for _, m := range spec.Mounts {
+			if m.Type == "bind" || slices.Contains(m.Options, "bind") || slices.Contains(m.Options, "rbind") {
+				bindSources[m.Destination] = m.Source
+			}
+		}
+	}
 	for i, mi := range p.Mountinfo {
 		m := Mount{
 			Path: mi.Mountpoint, Type: mi.FSType, Device: mi.Source, Root: mi.Root,
@@ -433,7 +519,7 @@ func ProcessLayer(p *Process, spec *specs.Spec) Layer {
 			Options:  strings.Split(mi.Options, ","),
 		}
 		if !pseudoFS[mi.FSType] {
-			m.HostPath = HostPath(p.Host, mi)
+			m.HostPath = hostPathAs(p.Host, mi, bindSources[mi.Mountpoint])
 		}
 		switch {
 		case mi.Mountpoint == "/":
@@ -471,17 +557,41 @@ func HostPath(host []*mountinfo.Info, mi *mountinfo.Info) string {
 	if best == nil {
 		return ""
 	}
-	rest := strings.TrimPrefix(mi.Root, best.Root)
-	if best.Root == "/" {
+	return hostPathVia(best, mi)
+}
+
+// hostPathAs is HostPath, but want when the host shows mi's directory
+// there too. A directory bound in several places (an image's layer, under
+// each container that mounts the image as a volume) maps to any of them;
+// the one config.json binds from is the one that says what the mount is.
+func hostPathAs(host []*mountinfo.Info, mi *mountinfo.Info, want string) string {
+	if want != "" {
+		for _, h := range host {
+			if h.Major != mi.Major || h.Minor != mi.Minor || !pathHasPrefix(mi.Root, h.Root) {
+				continue
+			}
+			if hostPathVia(h, mi) == want {
+				return want
+			}
+		}
+	}
+	return HostPath(host, mi)
+}
+
+// hostPathVia is mi's directory as the host shows it through host mount
+// h of the same file system, whose root is a prefix of mi's.
+func hostPathVia(h, mi *mountinfo.Info) string {
+	rest := strings.TrimPrefix(mi.Root, h.Root)
+	if h.Root == "/" {
 		rest = mi.Root
 	}
 	if rest == "/" || rest == "" {
-		return best.Mountpoint
+		return h.Mountpoint
 	}
-	if best.Mountpoint == "/" {
+	if h.Mountpoint == "/" {
 		return rest
 	}
-	return best.Mountpoint + rest
+	return h.Mountpoint + rest
 }
 
 // pathHasPrefix reports whether p is prefix or lies under it.
@@ -520,7 +630,9 @@ func BuildLayers(pod *corev1.Pod, container string, stored *runtime.Layers, proc
 	} else {
 		ls[3].Seccomp = OCISeccomp(spec, stored.Seccomp)
 	}
-	return append(ls, processLayer(proc, spec, procErr))
+	ls = append(ls, processLayer(proc, spec, procErr))
+	markImageVolumes(ls)
+	return ls
 }
 
 // BuildCRILayers builds the layer views of a container made through the
@@ -543,7 +655,9 @@ func BuildCRILayers(stored *runtime.Layers, proc *Process, procErr string) []Lay
 	} else {
 		ls[1].Seccomp = OCISeccomp(spec, stored.Seccomp)
 	}
-	return append(ls, processLayer(proc, spec, procErr))
+	ls = append(ls, processLayer(proc, spec, procErr))
+	markImageVolumes(ls)
+	return ls
 }
 
 const noStoredLayers = "no stored layers for this container"

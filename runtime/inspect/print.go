@@ -99,17 +99,20 @@ func WriteLayer(w io.Writer, r *Report, l *Layer) {
 			if m.Device != "" {
 				typ += " " + m.Device
 			}
+			if m.Type == MountTypeImage {
+				typ = imageOf(m)
+			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", m.Path, m.Origin, typ, rw(m.ReadOnly), m.Note)
 		}
 	case LayerOptions:
 		fmt.Fprintln(tw, "  MOUNT\tHOST PATH\tMODE\tSOURCE\tORIGIN")
 		for _, m := range l.Mounts {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", m.Path, p.short(m.HostPath), rw(m.ReadOnly), m.Source, m.Origin)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", m.Path, p.short(mountSource(l.Name, m)), rw(m.ReadOnly), m.Source, m.Origin)
 		}
 	case LayerCRI:
 		fmt.Fprintln(tw, "  MOUNT\tHOST PATH\tMODE")
 		for _, m := range l.Mounts {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", m.Path, p.short(m.HostPath), rw(m.ReadOnly))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", m.Path, p.short(mountSource(l.Name, m)), rw(m.ReadOnly))
 		}
 	case LayerOCI:
 		fmt.Fprintln(tw, "  MOUNT\tTYPE\tSOURCE\tMODE\tNOTE")

@@ -180,6 +180,7 @@ func verifyContainer(p *state.Pod, pod *corev1.Pod, c *state.Container, rules Ru
 	for _, it := range items {
 		checks = append(checks, checkItem(name, it, layers, stored.Options, want, storedOnly))
 	}
+	checks = append(checks, checkImageVolumes(name, c.Bundle, layers, storedOnly)...)
 	if proc != nil {
 		checks = append(checks, checkSeccomp(name, stored, proc))
 		if ch, ok := checkAppArmor(name, stored, proc); ok {
@@ -616,4 +617,61 @@ func plural(n int, word string) string {
 		return "1 " + word
 	}
 	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// checkImageVolumes checks each image volume of the cri layer (CRI
+// Mount.image): config.json binds it read-only from the image the runtime
+// mounted under the bundle (<bundle>/image-volumes/<i>, or its sub path),
+// and the live process has that directory at the container path,
+// read-only. storedOnly, if set, is why a missing process is no failure.
+func checkImageVolumes(name, bundle string, layers []Layer, storedOnly string) []Check {
+	cri, oci, pl := FindLayer(layers, LayerCRI), FindLayer(layers, LayerOCI), FindLayer(layers, LayerProcess)
+	if cri == nil || cri.Error != "" || oci == nil || pl == nil {
+		return nil
+	}
+	var checks []Check
+	for i, cm := range cri.Mounts {
+		if cm.Type != MountTypeImage {
+			continue
+		}
+		ch := Check{Container: name, Item: "image volume " + cm.Path, By: imageOf(cm)}
+		src := imageVolumeSource(bundle, i, cm.ImageSubPath)
+		var problems, notes []string
+		switch m := oci.mount(cm.Path); {
+		case oci.Error != "":
+			problems = append(problems, "config.json: "+oci.Error)
+		case m == nil:
+			problems = append(problems, "not in config.json mounts")
+		case m.HostPath != src:
+			problems = append(problems, fmt.Sprintf("config.json mounts %s from %s, want %s", cm.Path, firstNonEmpty(m.HostPath, m.Device), src))
+		case !m.ReadOnly:
+			problems = append(problems, "config.json mounts it read-write, want read-only")
+		}
+		switch m := pl.mount(cm.Path); {
+		case pl.Error != "" && storedOnly != "":
+			notes = append(notes, storedOnly)
+		case pl.Error != "":
+			problems = append(problems, pl.Error)
+		case m == nil:
+			problems = append(problems, "not mounted in the live process")
+		case m.HostPath != src:
+			from := m.HostPath
+			if from == "" {
+				from = fmt.Sprintf("%s %s:%s", m.Type, m.Device, m.Root)
+			}
+			problems = append(problems, fmt.Sprintf("the process has %s mounted from %s, want %s", cm.Path, from, src))
+		case !m.ReadOnly:
+			problems = append(problems, "mounted read-write in the live process, want read-only")
+		default:
+			notes = append(notes, fmt.Sprintf("process has it from %s (%s), read-only", m.HostPath, m.Type))
+		}
+		ch.OK = len(problems) == 0
+		if ch.OK {
+			ch.Detail = strings.Join(notes, "; ")
+		} else {
+			ch.Detail = strings.Join(problems, "; ")
+		}
+		checks = append(checks, ch)
+	}
+	return checks
 }
