@@ -30,8 +30,7 @@ type GCOptions struct {
 // removed. Pods being worked on (their lock is held) are left alone. It
 // returns one line per thing done (or, with DryRun, that would be).
 func (r *Runtime) GC(ctx context.Context, opts GCOptions) (done []string, retErr error) {
-	m := r.Sandbox
-	pods, orphans, err := m.Store.List()
+	pods, orphans, err := r.Store.List()
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +40,7 @@ func (r *Runtime) GC(ctx context.Context, opts GCOptions) (done []string, retErr
 	}
 	var errs []error
 	for _, p := range pods {
-		lock, err := m.Store.TryLockPod(p.Namespace, p.Name)
+		lock, err := r.Store.TryLockPod(p.Namespace, p.Name)
 		if err != nil {
 			return done, err
 		}
@@ -49,7 +48,7 @@ func (r *Runtime) GC(ctx context.Context, opts GCOptions) (done []string, retErr
 			continue // a command is working on it
 		}
 		// Re-read under the lock: it may have become Ready or gone.
-		cur, err := m.Store.Get(p.ID)
+		cur, err := r.Store.Get(p.ID)
 		if err != nil {
 			lock.Unlock()
 			continue
@@ -94,21 +93,21 @@ func (r *Runtime) GC(ctx context.Context, opts GCOptions) (done []string, retErr
 		done = append(done, fmt.Sprintf("%s pod %s (%s): %s", verb, cur.Key(), state.ShortID(cur.ID), reason))
 	}
 	if opts.CNIGC && !opts.DryRun {
-		remaining, _, err := m.Store.List()
+		remaining, _, err := r.Store.List()
 		if err != nil {
 			return done, err
 		}
-		errs = append(errs, m.GCNetworks(ctx, remaining))
+		errs = append(errs, r.Sandbox.GCNetworks(ctx, remaining))
 	}
 	for _, id := range orphans {
 		// A pod dir without a record is younger than any side effect (the
 		// record is written first); only a crash leaves one. Give a
 		// concurrent create a moment to write its record.
-		if fi, err := os.Stat(m.Store.PodDir(id)); err != nil || time.Since(fi.ModTime()) < 10*time.Second {
+		if fi, err := os.Stat(r.Store.PodDir(id)); err != nil || time.Since(fi.ModTime()) < 10*time.Second {
 			continue
 		}
 		if !opts.DryRun {
-			if err := m.Store.DeleteOrphan(id); err != nil {
+			if err := r.Store.DeleteOrphan(id); err != nil {
 				return done, err
 			}
 		}
@@ -120,13 +119,13 @@ func (r *Runtime) GC(ctx context.Context, opts GCOptions) (done []string, retErr
 	// names a container before its layer exists; the grace covers a
 	// store shared with another state dir, whose container may be
 	// between its layer and its mount.
-	swept, err := r.Images.SweepWritable(m.Store.HasContainer, 10*time.Second, opts.DryRun)
+	swept, err := r.Images.SweepWritable(r.Store.HasContainer, 10*time.Second, opts.DryRun)
 	for _, id := range swept {
 		done = append(done, fmt.Sprintf("%s the writable layer of unrecorded container %s", verb, state.ShortID(id)))
 	}
 	errs = append(errs, err)
 	if !opts.DryRun {
-		pruned, err := m.Store.PruneNames()
+		pruned, err := r.Store.PruneNames()
 		if err != nil {
 			return done, err
 		}
@@ -147,7 +146,7 @@ func (r *Runtime) reconcileContainers(p *state.Pod) (done []string, err error) {
 	if p.State == state.PodReady && !shimAlive(p) {
 		err := r.spawnTaskShim(p, trace.New())(p)
 		if err == nil {
-			err = r.Sandbox.Store.Save(p)
+			err = r.Store.Save(p)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("pod %s: restarting its shim: %w", p.Key(), err)
@@ -177,7 +176,7 @@ func (r *Runtime) reconcileContainers(p *state.Pod) (done []string, err error) {
 		}
 	}
 	if changed {
-		if err := r.Sandbox.Store.Save(p); err != nil {
+		if err := r.Store.Save(p); err != nil {
 			return done, err
 		}
 	}
@@ -198,7 +197,7 @@ func (r *Runtime) reconcileContainers(p *state.Pod) (done []string, err error) {
 		done = append(done, fmt.Sprintf("removed container %s of pod %s: its creation never finished", state.ShortID(c.ID), p.Key()))
 	}
 	// Bundles without a record: a crash before the record was saved.
-	dir := filepath.Join(r.Sandbox.Store.PodDir(p.ID), "containers")
+	dir := filepath.Join(r.Store.PodDir(p.ID), "containers")
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		if p.Container(e.Name()) != nil {

@@ -41,8 +41,11 @@ const (
 type Runtime struct {
 	Config     *config.Config
 	ConfigPath string // handed to the shim so it reads the same config
-	Sandbox    *sandbox.Manager
-	Images     *rootfs.Store
+	// Store holds the pods' and containers' records; the sandbox manager
+	// writes its stages' records to the same store.
+	Store   *state.Store
+	Sandbox *sandbox.Manager
+	Images  *rootfs.Store
 	// SealSeen, if set, receives each pod's count of how libcontainer
 	// sealed the init binary in its shim, one per container start. It may
 	// be called from several goroutines.
@@ -53,9 +56,13 @@ type Runtime struct {
 	cpuSamples sync.Map
 }
 
-// New opens the sandbox manager and the image store.
+// New opens the state store, the sandbox manager and the image store.
 func New(cfg *config.Config, configPath string) (*Runtime, error) {
-	sb, err := sandbox.New(sandboxConfig(cfg))
+	store, err := state.Open(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := sandbox.New(sandboxConfig(cfg), store)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +70,7 @@ func New(cfg *config.Config, configPath string) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{Config: cfg, ConfigPath: configPath, Sandbox: sb, Images: images}, nil
+	return &Runtime{Config: cfg, ConfigPath: configPath, Store: store, Sandbox: sb, Images: images}, nil
 }
 
 // sandboxConfig is the part of cfg the sandbox manager takes.
@@ -94,7 +101,7 @@ func (r *Runtime) LogDir(p *state.Pod) string {
 // volumesDir is where a pod of an older podlab run had its volumes (the
 // kubelet half keeps them in its own pod dir now).
 func (r *Runtime) volumesDir(p *state.Pod) string {
-	return filepath.Join(r.Sandbox.Store.PodDir(p.ID), "volumes")
+	return filepath.Join(r.Store.PodDir(p.ID), "volumes")
 }
 
 func sandboxOf(p *state.Pod) sandboxInfo {
@@ -218,7 +225,7 @@ func (r *Runtime) removePod(ctx context.Context, p *state.Pod, grace time.Durati
 	// Record the intent first, so that gc finishes a removal that crashed.
 	if p.State != state.PodRemoving {
 		p.State = state.PodRemoving
-		if err := r.Sandbox.Store.Save(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := r.Store.Save(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 	}
@@ -255,7 +262,7 @@ func (r *Runtime) removeContainers(p *state.Pod, rec *trace.Recorder) error {
 	var errs []error
 	// Containers whose record was not saved yet (a failure mid-create)
 	// still have bundle dirs: sweep the dir, not only the record.
-	ctrDirs, _ := os.ReadDir(filepath.Join(r.Sandbox.Store.PodDir(p.ID), "containers"))
+	ctrDirs, _ := os.ReadDir(filepath.Join(r.Store.PodDir(p.ID), "containers"))
 	// The shim goes first: one whose podlab died before telling it to
 	// start is still destroying the container it created.
 	r.killShim(p)
@@ -263,7 +270,7 @@ func (r *Runtime) removeContainers(p *state.Pod, rec *trace.Recorder) error {
 		errs = append(errs, r.Sandbox.OCI.Delete(c.ID))
 	}
 	for _, d := range ctrDirs {
-		c := state.Container{ID: d.Name(), Bundle: filepath.Join(r.Sandbox.Store.PodDir(p.ID), "containers", d.Name())}
+		c := state.Container{ID: d.Name(), Bundle: filepath.Join(r.Store.PodDir(p.ID), "containers", d.Name())}
 		errs = append(errs, r.unmountRootfs(&c))
 	}
 	end(nil)

@@ -100,7 +100,7 @@ func runManifest(t *testing.T, rt *Runtime, mf *manifest.Manifest, rec *trace.Re
 			t.Errorf("removing pod: %v", err)
 		}
 	})
-	p, gerr := rt.Sandbox.Store.Get(id)
+	p, gerr := rt.Store.Get(id)
 	if gerr != nil {
 		t.Fatal(gerr)
 	}
@@ -556,7 +556,7 @@ spec:
 	if err == nil || !strings.Contains(err.Error(), `"nosuch:1.0" not found`) || !strings.Contains(err.Error(), "busybox:latest") {
 		t.Fatalf("RunPod = %v, want an error naming the image and listing the store", err)
 	}
-	if pods, orphans, _ := rt.Sandbox.Store.List(); len(pods)+len(orphans) != 0 {
+	if pods, orphans, _ := rt.Store.List(); len(pods)+len(orphans) != 0 {
 		t.Fatal("state left behind")
 	}
 }
