@@ -53,8 +53,8 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, err
 	}
 	defer lock.Unlock()
-	if p.ShimSocket == "" {
-		return nil, errdefs.FailedPrecondition("pod sandbox %s was made by `podlab run` with its containers; CreateContainer adds to sandboxes made by RunPodSandbox", state.ShortID(p.ID))
+	if err := servedByShim(p); err != nil {
+		return nil, err
 	}
 	if st := SandboxState(p); st != runtimeapi.PodSandboxState_SANDBOX_READY {
 		return nil, errdefs.FailedPrecondition("pod sandbox %s is not ready (%s): containers are created in running sandboxes only", state.ShortID(p.ID), st)
@@ -494,6 +494,10 @@ func (r *Runtime) lockedContainer(id string) (*state.Pod, *state.Container, *sta
 		lock.Unlock()
 		return nil, nil, nil, errdefs.NotFound("container %q not found", id)
 	}
+	if err := servedByShim(p); err != nil {
+		lock.Unlock()
+		return nil, nil, nil, err
+	}
 	return p, c, lock, nil
 }
 
@@ -505,9 +509,6 @@ func (r *Runtime) lockedContainer(id string) (*state.Pod, *state.Container, *sta
 // started by a StartContainer whose record was lost (a crash between the
 // shim's start and the save): only the shim can tell.
 func refreshRecorded(p *state.Pod, c *state.Container) bool {
-	if p.ShimSocket == "" {
-		return false
-	}
 	if readExit(c) {
 		return true
 	}
@@ -523,10 +524,6 @@ func refreshRecorded(p *state.Pod, c *state.Container) bool {
 // tell (refreshRecorded), dialing it on first need (*client stays nil when
 // the shim cannot be reached).
 func (r *Runtime) refreshTask(p *state.Pod, c *state.Container, client **shim.Client) {
-	if p.ShimSocket == "" {
-		RefreshContainer(c)
-		return
-	}
 	known := refreshRecorded(p, c)
 	if c.State == ContainerExited {
 		return
@@ -575,7 +572,7 @@ func (r *Runtime) refreshTask(p *state.Pod, c *state.Container, client **shim.Cl
 // lost). StopPodSandbox and RemovePodSandbox still kill it, through
 // libcontainer's state.
 func markOrphaned(p *state.Pod, c *state.Container) {
-	if c.State == ContainerRunning && p.ShimSocket != "" && !shimAlive(p) {
+	if c.State == ContainerRunning && !shimAlive(p) {
 		c.State = ContainerUnknown
 	}
 }
@@ -687,13 +684,6 @@ func (r *Runtime) StopContainer(ctx context.Context, req *runtimeapi.StopContain
 // stopTask stops c (SIGTERM, then SIGKILL after timeout seconds) unless it
 // has exited, and updates c from its shim; the caller saves p.
 func (r *Runtime) stopTask(ctx context.Context, p *state.Pod, c *state.Container, timeout int64) error {
-	if p.ShimSocket == "" {
-		if err := r.Sandbox.OCI.Stop(c.ID, time.Duration(timeout)*time.Second); err != nil {
-			return err
-		}
-		RefreshContainer(c)
-		return nil
-	}
 	client, done := r.dialTask(p, c)
 	defer done()
 	if c.State == ContainerExited {
@@ -720,9 +710,6 @@ func (r *Runtime) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveCon
 		return nil, err
 	}
 	defer lock.Unlock()
-	if p.ShimSocket == "" {
-		return nil, errdefs.FailedPrecondition("container %s belongs to pod %s, run by `podlab run`: remove the pod (podlab rm, or RemovePodSandbox)", state.ShortID(c.ID), p.Key())
-	}
 	// No save between: deleting saves the record, without c.
 	if err := r.stopTask(ctx, p, c, 0); err != nil {
 		return nil, err
@@ -977,6 +964,9 @@ func (r *Runtime) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 	p, c, err := r.Store.ContainerByID(req.ContainerId)
 	if err != nil {
 		return nil, notFound(err)
+	}
+	if err := servedByShim(p); err != nil {
+		return nil, err
 	}
 	client, done := r.dialTask(p, c)
 	defer done()

@@ -157,9 +157,6 @@ func (r *Runtime) spawnTaskShim(p *state.Pod, rec *trace.Recorder) (wait func(*s
 // containers it still holds; a shim that does not answer is killed.
 // Idempotent.
 func (r *Runtime) shutdownShim(p *state.Pod) error {
-	if p.ShimSocket == "" {
-		return nil
-	}
 	if c, err := shim.Dial(p.ShimSocket); err == nil {
 		c.Shutdown(context.Background())
 		c.Close()
@@ -402,12 +399,10 @@ func (r *Runtime) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 		return nil, err
 	}
 	defer lock.Unlock()
-	if p.ShimSocket == "" {
-		err = r.StopPod(ctx, p, 0, trace.New())
-	} else {
-		err = r.stopSandbox(ctx, p)
+	if err := servedByShim(p); err != nil {
+		return nil, err
 	}
-	if err != nil {
+	if err := r.stopSandbox(ctx, p); err != nil {
 		return nil, fmt.Errorf("stopping pod sandbox %s: %w", state.ShortID(p.ID), err)
 	}
 	return &runtimeapi.StopPodSandboxResponse{}, nil
@@ -482,8 +477,10 @@ func (r *Runtime) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 	if err != nil {
 		return nil, err
 	}
-	if p.ShimSocket == "" {
-		err = r.RemovePod(ctx, p, 0, trace.New())
+	// A pod made before pods had a shim is removed as gc removes it:
+	// removal is the one thing still asked of it.
+	if servedByShim(p) != nil {
+		err = r.removePreShimPod(ctx, p)
 	} else {
 		err = r.removeSandbox(ctx, p)
 	}

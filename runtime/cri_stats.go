@@ -106,7 +106,7 @@ func (r *Runtime) ListContainerStats(ctx context.Context, req *runtimeapi.ListCo
 	f := req.GetFilter()
 	resp := &runtimeapi.ListContainerStatsResponse{Stats: []*runtimeapi.ContainerStats{}}
 	for _, p := range pods {
-		if p.ShimSocket == "" || !strings.HasPrefix(p.ID, f.GetPodSandboxId()) {
+		if servedByShim(p) != nil || !strings.HasPrefix(p.ID, f.GetPodSandboxId()) {
 			continue
 		}
 		var client *shim.Client

@@ -43,6 +43,9 @@ func (r *Runtime) runningTask(id, action string) (*state.Pod, *state.Container, 
 	if err != nil {
 		return nil, nil, nil, nil, notFound(err)
 	}
+	if err := servedByShim(p); err != nil {
+		return nil, nil, nil, nil, err
+	}
 	client, done := r.dialTask(p, c)
 	if err := needTask(c, client, ContainerRunning, action); err != nil {
 		done()

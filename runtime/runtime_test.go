@@ -580,7 +580,8 @@ spec:
 	waitLog(t, p, "stubborn", "ready")
 	waitLog(t, p, "polite", "ready")
 	t0 := time.Now()
-	if err := rt.StopPod(context.Background(), p, time.Second, trace.New()); err != nil {
+	k := testKubelet(rt)
+	if err := k.StopPod(context.Background(), p.ID, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(t0); d > 10*time.Second {
@@ -600,7 +601,7 @@ spec:
 	if codes["stubborn"] != 137 || codes["polite"] != 0 {
 		t.Errorf("exit codes %v, want stubborn 137, polite 0", codes)
 	}
-	if err := rt.StopPod(context.Background(), p, time.Second, trace.New()); err != nil {
+	if err := k.StopPod(context.Background(), p.ID, time.Second); err != nil {
 		t.Errorf("second stop: %v", err)
 	}
 }
