@@ -25,11 +25,10 @@ type GCOptions struct {
 
 // GC reconciles the state store with the host after a crash or kill -9:
 // a pod still Creating while nobody holds its lock, or whose removal never
-// finished, is torn down like rmp, and so is a pod made before pods had a
-// shim (removePreShimPod); a CRI pod's
-// container recorded but never created (the server died between the two)
-// is forgotten; pod dirs without a record and stale name reservations are
-// removed. Pods being worked on (their lock is held) are left alone. It
+// finished, is torn down like rmp, and a pod made before pods had a shim
+// is removed (removePreShimPod); a container recorded but never created
+// (the server died between the two) is forgotten; pod dirs without a
+// record and stale name reservations are removed. Pods being worked on (their lock is held) are left alone. It
 // returns one line per thing done (or, with DryRun, that would be).
 func (r *Runtime) GC(ctx context.Context, opts GCOptions) (done []string, retErr error) {
 	pods, orphans, err := r.Store.List()
