@@ -53,8 +53,8 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, err
 	}
 	defer lock.Unlock()
-	if p.ShimSocket == "" {
-		return nil, errdefs.FailedPrecondition("pod sandbox %s was made by `podlab run` with its containers; CreateContainer adds to sandboxes made by RunPodSandbox", state.ShortID(p.ID))
+	if err := servedByShim(p); err != nil {
+		return nil, err
 	}
 	if st := SandboxState(p); st != runtimeapi.PodSandboxState_SANDBOX_READY {
 		return nil, errdefs.FailedPrecondition("pod sandbox %s is not ready (%s): containers are created in running sandboxes only", state.ShortID(p.ID), st)
@@ -84,7 +84,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		ID: state.NewID(), Name: md.Name, Attempt: md.Attempt, Image: img.Name, ImageRef: img.ID, Init: isInitContainer(cfg),
 		Labels: cfg.Labels, Annotations: cfg.Annotations, State: ContainerCreated, CreatedAt: time.Now().UTC(),
 	}
-	ctr.Bundle = filepath.Join(r.Sandbox.Store.PodDir(p.ID), "containers", ctr.ID)
+	ctr.Bundle = filepath.Join(r.Store.PodDir(p.ID), "containers", ctr.ID)
 	ctr.CgroupPath = filepath.Join(p.CgroupPath, ctr.ID)
 	ctr.LogPath = r.containerLogPath(p, cfg)
 
@@ -101,13 +101,13 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	p.Containers = append(p.Containers, ctr)
 	undo.Add("forgetting container", func() error {
 		p.RemoveContainer(ctr.ID)
-		r.Sandbox.Store.UnindexContainer(ctr.ID)
-		return r.Sandbox.Store.Save(p)
+		r.Store.UnindexContainer(ctr.ID)
+		return r.Store.Save(p)
 	})
-	if err := r.Sandbox.Store.IndexContainer(p.ID, ctr.ID); err != nil {
+	if err := r.Store.IndexContainer(p.ID, ctr.ID); err != nil {
 		return nil, err
 	}
-	if err := r.Sandbox.Store.Save(p); err != nil {
+	if err := r.Store.Save(p); err != nil {
 		return nil, err
 	}
 
@@ -168,7 +168,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	endOp = func(error) {}
 	p.ForgetContainerSpans(md.Name) // an earlier attempt's
 	p.Spans = append(p.Spans, rec.Spans()...)
-	if err := r.Sandbox.Store.Save(p); err != nil {
+	if err := r.Store.Save(p); err != nil {
 		return nil, err
 	}
 	undo = cleanup.List{}
@@ -190,7 +190,7 @@ func (r *Runtime) containerLogPath(p *state.Pod, cfg *runtimeapi.ContainerConfig
 // the OCI spec podlab made of it). The request is converted before
 // anything is made for it.
 func (r *Runtime) containerSpec(p *state.Pod, req *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, bundle, id string) error {
-	cfg, err := criDefaults(p, req, r.Sandbox.Store.PodDir(p.ID))
+	cfg, err := criDefaults(p, req, r.Store.PodDir(p.ID))
 	if err != nil {
 		return err
 	}
@@ -389,7 +389,7 @@ func (r *Runtime) podCABundle(p *state.Pod) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bundle, _, err := inject.LinkCABundle(r.Config.Injection.CA, filepath.Join(r.Sandbox.Store.PodDir(p.ID), "ca"), caSrc)
+	bundle, _, err := inject.LinkCABundle(r.Config.Injection.CA, filepath.Join(r.Store.PodDir(p.ID), "ca"), caSrc)
 	return bundle, err
 }
 
@@ -478,21 +478,25 @@ func (r *Runtime) lockedContainer(id string) (*state.Pod, *state.Container, *sta
 	if id == "" {
 		return nil, nil, nil, errdefs.InvalidArgument("container_id: required")
 	}
-	p, c, err := r.Sandbox.Store.ContainerByID(id)
+	p, c, err := r.Store.ContainerByID(id)
 	if err != nil {
 		return nil, nil, nil, notFound(err)
 	}
-	lock, err := r.Sandbox.Store.LockPod(p.Namespace, p.Name)
+	lock, err := r.Store.LockPod(p.Namespace, p.Name)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if p, err = r.Sandbox.Store.Get(p.ID); err != nil {
+	if p, err = r.Store.Get(p.ID); err != nil {
 		lock.Unlock()
 		return nil, nil, nil, notFound(err)
 	}
 	if c = p.Container(c.ID); c == nil {
 		lock.Unlock()
 		return nil, nil, nil, errdefs.NotFound("container %q not found", id)
+	}
+	if err := servedByShim(p); err != nil {
+		lock.Unlock()
+		return nil, nil, nil, err
 	}
 	return p, c, lock, nil
 }
@@ -505,9 +509,6 @@ func (r *Runtime) lockedContainer(id string) (*state.Pod, *state.Container, *sta
 // started by a StartContainer whose record was lost (a crash between the
 // shim's start and the save): only the shim can tell.
 func refreshRecorded(p *state.Pod, c *state.Container) bool {
-	if p.ShimSocket == "" {
-		return false
-	}
 	if readExit(c) {
 		return true
 	}
@@ -523,10 +524,6 @@ func refreshRecorded(p *state.Pod, c *state.Container) bool {
 // tell (refreshRecorded), dialing it on first need (*client stays nil when
 // the shim cannot be reached).
 func (r *Runtime) refreshTask(p *state.Pod, c *state.Container, client **shim.Client) {
-	if p.ShimSocket == "" {
-		RefreshContainer(c)
-		return
-	}
 	known := refreshRecorded(p, c)
 	if c.State == ContainerExited {
 		return
@@ -575,7 +572,7 @@ func (r *Runtime) refreshTask(p *state.Pod, c *state.Container, client **shim.Cl
 // lost). StopPodSandbox and RemovePodSandbox still kill it, through
 // libcontainer's state.
 func markOrphaned(p *state.Pod, c *state.Container) {
-	if c.State == ContainerRunning && p.ShimSocket != "" && !shimAlive(p) {
+	if c.State == ContainerRunning && !shimAlive(p) {
 		c.State = ContainerUnknown
 	}
 }
@@ -650,7 +647,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 			c.State, c.PID, c.ExitCode, c.FinishedAt, c.Reason, c.Message = ContainerRunning, ts.PID, nil, nil, "", ""
 		}
 		p.Spans = append(p.Spans, rec.Spans()...)
-		if serr := r.Sandbox.Store.Save(p); serr != nil {
+		if serr := r.Store.Save(p); serr != nil {
 			err = errors.Join(err, serr)
 		}
 		return nil, fmt.Errorf("starting container %s: %w", state.ShortID(c.ID), err)
@@ -658,7 +655,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	started := st.StartedAt.UTC()
 	c.State, c.PID, c.StartedAt = ContainerRunning, st.PID, &started
 	p.Spans = append(p.Spans, rec.Spans()...)
-	if err := r.Sandbox.Store.Save(p); err != nil {
+	if err := r.Store.Save(p); err != nil {
 		return nil, err
 	}
 	return &runtimeapi.StartContainerResponse{}, nil
@@ -678,7 +675,7 @@ func (r *Runtime) StopContainer(ctx context.Context, req *runtimeapi.StopContain
 	if err := r.stopTask(ctx, p, c, req.Timeout); err != nil {
 		return nil, err
 	}
-	if err := r.Sandbox.Store.Save(p); err != nil {
+	if err := r.Store.Save(p); err != nil {
 		return nil, err
 	}
 	return &runtimeapi.StopContainerResponse{}, nil
@@ -687,13 +684,6 @@ func (r *Runtime) StopContainer(ctx context.Context, req *runtimeapi.StopContain
 // stopTask stops c (SIGTERM, then SIGKILL after timeout seconds) unless it
 // has exited, and updates c from its shim; the caller saves p.
 func (r *Runtime) stopTask(ctx context.Context, p *state.Pod, c *state.Container, timeout int64) error {
-	if p.ShimSocket == "" {
-		if err := r.Sandbox.OCI.Stop(c.ID, time.Duration(timeout)*time.Second); err != nil {
-			return err
-		}
-		RefreshContainer(c)
-		return nil
-	}
 	client, done := r.dialTask(p, c)
 	defer done()
 	if c.State == ContainerExited {
@@ -720,9 +710,6 @@ func (r *Runtime) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveCon
 		return nil, err
 	}
 	defer lock.Unlock()
-	if p.ShimSocket == "" {
-		return nil, errdefs.FailedPrecondition("container %s belongs to pod %s, run by `podlab run`: remove the pod (podlab rm, or RemovePodSandbox)", state.ShortID(c.ID), p.Key())
-	}
 	// No save between: deleting saves the record, without c.
 	if err := r.stopTask(ctx, p, c, 0); err != nil {
 		return nil, err
@@ -758,10 +745,10 @@ func (r *Runtime) deleteTaskContainer(p *state.Pod, c *state.Container) error {
 	if !slices.ContainsFunc(p.Containers, func(o state.Container) bool { return o.Name == name }) {
 		p.ForgetContainerSpans(name)
 	}
-	if err := r.Sandbox.Store.Save(p); err != nil {
+	if err := r.Store.Save(p); err != nil {
 		return err
 	}
-	r.Sandbox.Store.UnindexContainer(id)
+	r.Store.UnindexContainer(id)
 	return nil
 }
 
@@ -800,7 +787,7 @@ func (r *Runtime) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 	if req.GetContainerId() == "" {
 		return nil, errdefs.InvalidArgument("container_id: required")
 	}
-	p, c, err := r.Sandbox.Store.ContainerByID(req.ContainerId)
+	p, c, err := r.Store.ContainerByID(req.ContainerId)
 	if err != nil {
 		return nil, notFound(err)
 	}
@@ -914,7 +901,7 @@ func criContainerState(s string) runtimeapi.ContainerState {
 // ListContainers lists containers, filtered by id (or prefix), state,
 // sandbox and labels.
 func (r *Runtime) ListContainers(ctx context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
-	pods, _, err := r.Sandbox.Store.List()
+	pods, _, err := r.Store.List()
 	if err != nil {
 		return nil, err
 	}
@@ -974,9 +961,12 @@ func (r *Runtime) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 	if req.GetContainerId() == "" {
 		return nil, errdefs.InvalidArgument("container_id: required")
 	}
-	p, c, err := r.Sandbox.Store.ContainerByID(req.ContainerId)
+	p, c, err := r.Store.ContainerByID(req.ContainerId)
 	if err != nil {
 		return nil, notFound(err)
+	}
+	if err := servedByShim(p); err != nil {
+		return nil, err
 	}
 	client, done := r.dialTask(p, c)
 	defer done()

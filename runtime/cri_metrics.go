@@ -145,7 +145,7 @@ func (r *Runtime) ListMetricDescriptors(context.Context, *runtimeapi.ListMetricD
 // cgroup is gone (it exited since its record was written) is left out,
 // as containerd leaves out a container without a task.
 func (r *Runtime) ListPodSandboxMetrics(ctx context.Context, _ *runtimeapi.ListPodSandboxMetricsRequest) (*runtimeapi.ListPodSandboxMetricsResponse, error) {
-	pods, _, err := r.Sandbox.Store.List()
+	pods, _, err := r.Store.List()
 	if err != nil {
 		return nil, err
 	}

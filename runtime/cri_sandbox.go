@@ -35,7 +35,7 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	if err != nil {
 		return nil, err
 	}
-	lock, err := r.Sandbox.Store.LockPod(spec.Namespace, spec.Name)
+	lock, err := r.Store.LockPod(spec.Namespace, spec.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +66,7 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	started := false
 	undo.Add("removing sandbox", func() error {
 		if !started {
-			return r.Sandbox.Store.Delete(p)
+			return r.Store.Delete(p)
 		}
 		return r.Sandbox.Remove(context.Background(), p, 0, trace.New())
 	})
@@ -75,8 +75,8 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	// record and directory only, and its exec and Go start-up would
 	// otherwise follow CNI ADD and the pause on the pod's critical path.
 	// It is recorded before it starts, so gc finds it after a crash.
-	p.ShimSocket = shim.SocketPath(r.Sandbox.Store.Dir(), p.ID)
-	if err := r.Sandbox.Store.Save(p); err != nil {
+	p.ShimSocket = shim.SocketPath(r.Store.Dir(), p.ID)
+	if err := r.Store.Save(p); err != nil {
 		return nil, err
 	}
 	undo.Add("stopping shim", func() error { return r.shutdownShim(p) })
@@ -100,7 +100,7 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	// A DNSConfig with nothing in it leaves the host's resolv.conf, as
 	// containerd does.
 	if dns := req.Config.DnsConfig; err == nil && len(dns.GetServers())+len(dns.GetSearches())+len(dns.GetOptions()) > 0 {
-		err = os.WriteFile(filepath.Join(r.Sandbox.Store.PodDir(p.ID), "etc", "resolv.conf"), resolvConf(dns), 0o644)
+		err = os.WriteFile(filepath.Join(r.Store.PodDir(p.ID), "etc", "resolv.conf"), resolvConf(dns), 0o644)
 	}
 	end(err)
 	if err != nil {
@@ -118,7 +118,7 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	nested := trace.NewAt(p.Created)
 	nested.Merge(rec, "RunPodSandbox")
 	p.Spans = nested.Spans()
-	if err := r.Sandbox.Store.Save(p); err != nil {
+	if err := r.Store.Save(p); err != nil {
 		return nil, err
 	}
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: p.ID}, nil
@@ -136,7 +136,7 @@ func (r *Runtime) spawnTaskShim(p *state.Pod, rec *trace.Recorder) (wait func(*s
 		end(err)
 		return func(*state.Pod) error { return err }
 	}
-	stateDir, ociRoot, id, socket := r.Sandbox.Store.Dir(), r.Sandbox.OCI.Root, p.ID, p.ShimSocket
+	stateDir, ociRoot, id, socket := r.Store.Dir(), r.Sandbox.OCI.Root, p.ID, p.ShimSocket
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -157,9 +157,6 @@ func (r *Runtime) spawnTaskShim(p *state.Pod, rec *trace.Recorder) (wait func(*s
 // containers it still holds; a shim that does not answer is killed.
 // Idempotent.
 func (r *Runtime) shutdownShim(p *state.Pod) error {
-	if p.ShimSocket == "" {
-		return nil
-	}
 	if c, err := shim.Dial(p.ShimSocket); err == nil {
 		c.Shutdown(context.Background())
 		c.Close()
@@ -366,15 +363,15 @@ func (r *Runtime) lockedPod(id string) (p *state.Pod, lock *state.Lock, err erro
 	if id == "" {
 		return nil, nil, errdefs.InvalidArgument("pod_sandbox_id: required")
 	}
-	p, err = r.Sandbox.Store.PodByID(id)
+	p, err = r.Store.PodByID(id)
 	if err != nil {
 		return nil, nil, notFound(err)
 	}
-	lock, err = r.Sandbox.Store.LockPod(p.Namespace, p.Name)
+	lock, err = r.Store.LockPod(p.Namespace, p.Name)
 	if err != nil {
 		return nil, nil, err
 	}
-	if p, err = r.Sandbox.Store.Get(p.ID); err != nil {
+	if p, err = r.Store.Get(p.ID); err != nil {
 		lock.Unlock()
 		return nil, nil, notFound(err)
 	}
@@ -402,12 +399,10 @@ func (r *Runtime) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 		return nil, err
 	}
 	defer lock.Unlock()
-	if p.ShimSocket == "" {
-		err = r.StopPod(ctx, p, 0, trace.New())
-	} else {
-		err = r.stopSandbox(ctx, p)
+	if err := servedByShim(p); err != nil {
+		return nil, err
 	}
-	if err != nil {
+	if err := r.stopSandbox(ctx, p); err != nil {
 		return nil, fmt.Errorf("stopping pod sandbox %s: %w", state.ShortID(p.ID), err)
 	}
 	return &runtimeapi.StopPodSandboxResponse{}, nil
@@ -417,7 +412,7 @@ func (r *Runtime) stopSandbox(ctx context.Context, p *state.Pod) error {
 	rec := trace.NewAt(p.Created)
 	end := rec.Start("StopPodSandbox")
 	errs := r.stopTaskContainers(p)
-	if err := r.Sandbox.Store.Save(p); err != nil {
+	if err := r.Store.Save(p); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -482,8 +477,10 @@ func (r *Runtime) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 	if err != nil {
 		return nil, err
 	}
-	if p.ShimSocket == "" {
-		err = r.RemovePod(ctx, p, 0, trace.New())
+	// A pod made before pods had a shim is removed as gc removes it:
+	// removal is the one thing still asked of it.
+	if servedByShim(p) != nil {
+		err = r.removePreShimPod(ctx, p)
 	} else {
 		err = r.removeSandbox(ctx, p)
 	}
@@ -500,7 +497,7 @@ func (r *Runtime) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 func (r *Runtime) removeSandbox(ctx context.Context, p *state.Pod) (retErr error) {
 	if p.State != state.PodRemoving {
 		p.State = state.PodRemoving
-		if err := r.Sandbox.Store.Save(p); err != nil {
+		if err := r.Store.Save(p); err != nil {
 			return err
 		}
 	}
@@ -543,7 +540,7 @@ func (r *Runtime) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandb
 	if req.GetPodSandboxId() == "" {
 		return nil, errdefs.InvalidArgument("pod_sandbox_id: required")
 	}
-	p, err := r.Sandbox.Store.PodByID(req.PodSandboxId)
+	p, err := r.Store.PodByID(req.PodSandboxId)
 	if err != nil {
 		return nil, notFound(err)
 	}
@@ -608,7 +605,7 @@ func podMetadata(p *state.Pod) *runtimeapi.PodSandboxMetadata {
 // ListPodSandbox lists sandboxes, filtered by id (or unique prefix), state
 // and labels.
 func (r *Runtime) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
-	pods, _, err := r.Sandbox.Store.List()
+	pods, _, err := r.Store.List()
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,7 @@ func (r *Runtime) ContainerStats(ctx context.Context, req *runtimeapi.ContainerS
 	if req.GetContainerId() == "" {
 		return nil, errdefs.InvalidArgument("container_id: required")
 	}
-	p, c, err := r.Sandbox.Store.ContainerByID(req.ContainerId)
+	p, c, err := r.Store.ContainerByID(req.ContainerId)
 	if err != nil {
 		return nil, notFound(err)
 	}
@@ -99,14 +99,14 @@ func (r *Runtime) nanoCores(id string, now cpuSample) uint64 {
 
 // ListContainerStats reports the stats of the containers the filter selects.
 func (r *Runtime) ListContainerStats(ctx context.Context, req *runtimeapi.ListContainerStatsRequest) (*runtimeapi.ListContainerStatsResponse, error) {
-	pods, _, err := r.Sandbox.Store.List()
+	pods, _, err := r.Store.List()
 	if err != nil {
 		return nil, err
 	}
 	f := req.GetFilter()
 	resp := &runtimeapi.ListContainerStatsResponse{Stats: []*runtimeapi.ContainerStats{}}
 	for _, p := range pods {
-		if p.ShimSocket == "" || !strings.HasPrefix(p.ID, f.GetPodSandboxId()) {
+		if servedByShim(p) != nil || !strings.HasPrefix(p.ID, f.GetPodSandboxId()) {
 			continue
 		}
 		var client *shim.Client
@@ -130,7 +130,7 @@ func (r *Runtime) PodSandboxStats(ctx context.Context, req *runtimeapi.PodSandbo
 	if req.GetPodSandboxId() == "" {
 		return nil, errdefs.InvalidArgument("pod_sandbox_id: required")
 	}
-	p, err := r.Sandbox.Store.PodByID(req.PodSandboxId)
+	p, err := r.Store.PodByID(req.PodSandboxId)
 	if err != nil {
 		return nil, notFound(err)
 	}
@@ -170,7 +170,7 @@ func (r *Runtime) podStats(ctx context.Context, p *state.Pod) *runtimeapi.PodSan
 
 // ListPodSandboxStats reports the stats of the sandboxes the filter selects.
 func (r *Runtime) ListPodSandboxStats(ctx context.Context, req *runtimeapi.ListPodSandboxStatsRequest) (*runtimeapi.ListPodSandboxStatsResponse, error) {
-	pods, _, err := r.Sandbox.Store.List()
+	pods, _, err := r.Store.List()
 	if err != nil {
 		return nil, err
 	}

@@ -39,9 +39,12 @@ func (r *Runtime) runningTask(id, action string) (*state.Pod, *state.Container, 
 	if id == "" {
 		return nil, nil, nil, nil, errdefs.InvalidArgument("container_id: required")
 	}
-	p, c, err := r.Sandbox.Store.ContainerByID(id)
+	p, c, err := r.Store.ContainerByID(id)
 	if err != nil {
 		return nil, nil, nil, nil, notFound(err)
+	}
+	if err := servedByShim(p); err != nil {
+		return nil, nil, nil, nil, err
 	}
 	client, done := r.dialTask(p, c)
 	if err := needTask(c, client, ContainerRunning, action); err != nil {
@@ -53,7 +56,7 @@ func (r *Runtime) runningTask(id, action string) (*state.Pod, *state.Container, 
 
 // streamsDir is where the FIFOs of one exec or attach in p are made.
 func (r *Runtime) streamsDir(p *state.Pod, id string) string {
-	return filepath.Join(r.Sandbox.Store.PodDir(p.ID), "io", id)
+	return filepath.Join(r.Store.PodDir(p.ID), "io", id)
 }
 
 // forwardResizes passes the client's tty sizes to the shim until ctx
@@ -213,7 +216,7 @@ func (s streamRuntime) PortForward(ctx context.Context, podSandboxID string, por
 	if port <= 0 || port > 65535 {
 		return errdefs.InvalidArgument("port: %d is not a TCP port", port)
 	}
-	p, err := s.r.Sandbox.Store.PodByID(podSandboxID)
+	p, err := s.r.Store.PodByID(podSandboxID)
 	if err != nil {
 		return notFound(err)
 	}

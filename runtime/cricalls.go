@@ -71,12 +71,12 @@ func (l *CallLog) Before(method string, req any) any {
 		if on, ok := l.container(q.GetContainerId()); ok {
 			return on
 		}
-		if p, c, err := l.r.Sandbox.Store.ContainerByID(q.GetContainerId()); err == nil {
+		if p, c, err := l.r.Store.ContainerByID(q.GetContainerId()); err == nil {
 			return callOn{pod: p.ID, container: c.Name}
 		}
 	case *runtimeapi.PullImageRequest:
 		if md := q.GetSandboxConfig().GetMetadata(); md != nil {
-			if p, err := l.r.Sandbox.Store.Find(md.Namespace, md.Name); err == nil {
+			if p, err := l.r.Store.Find(md.Namespace, md.Name); err == nil {
 				return callOn{pod: p.ID}
 			}
 		}
@@ -175,7 +175,7 @@ func (r *Runtime) podID(id string) string {
 	if id == "" {
 		return ""
 	}
-	p, err := r.Sandbox.Store.PodByID(id)
+	p, err := r.Store.PodByID(id)
 	if err != nil {
 		return ""
 	}
@@ -190,7 +190,7 @@ func (r *Runtime) appendCalls(id string, calls []criCall, create bool) {
 	if create {
 		flags |= os.O_CREATE
 	}
-	f, err := os.OpenFile(filepath.Join(r.Sandbox.Store.PodDir(id), criCallsFile), flags, 0o600)
+	f, err := os.OpenFile(filepath.Join(r.Store.PodDir(id), criCallsFile), flags, 0o600)
 	if err != nil {
 		return
 	}
@@ -212,11 +212,11 @@ func (r *Runtime) appendCalls(id string, calls []criCall, create bool) {
 // RunPodSandbox, starts a little before it), named "CRI <method>
 // [detail]". None when the pod was not made through serve.
 func (r *Runtime) CRICallSpans(id string) ([]trace.Span, error) {
-	p, err := r.Sandbox.Store.PodByID(id)
+	p, err := r.Store.PodByID(id)
 	if err != nil {
 		return nil, notFound(err)
 	}
-	f, err := os.Open(filepath.Join(r.Sandbox.Store.PodDir(p.ID), criCallsFile))
+	f, err := os.Open(filepath.Join(r.Store.PodDir(p.ID), criCallsFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -244,7 +244,7 @@ func (r *Runtime) CRICallSpans(id string) ([]trace.Span, error) {
 // `podlab serve`, the client's CRI calls, each operation's spans under the
 // call that ran it, all shifted so that the first starts at 0.
 func (r *Runtime) PodTrace(id string) ([]trace.Span, error) {
-	p, err := r.Sandbox.Store.PodByID(id)
+	p, err := r.Store.PodByID(id)
 	if err != nil {
 		return nil, notFound(err)
 	}

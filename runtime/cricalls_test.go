@@ -9,7 +9,6 @@ import (
 
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
-	"github.com/podlab/podlab/sandbox"
 )
 
 // A container created through the server is named by later calls without
@@ -20,7 +19,7 @@ func TestCallLogRemembersCreatedContainers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := (&Runtime{Sandbox: &sandbox.Manager{Store: store}}).NewCallLog()
+	l := (&Runtime{Store: store}).NewCallLog()
 	const podID, ctrID = "p1", "c1"
 	create := &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, Image: &runtimeapi.ImageSpec{Image: "busybox"}}}
@@ -86,7 +85,7 @@ func TestPodTraceNestsRunPodSandboxUnderItsCall(t *testing.T) {
 // storedSpan is pod id's recorded span name, as the record holds it.
 func storedSpan(t *testing.T, rt *Runtime, id, name string) trace.Span {
 	t.Helper()
-	p, err := rt.Sandbox.Store.Get(id)
+	p, err := rt.Store.Get(id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 // of the one whose id begins with name, as crictl and podlab commands take
 // either. A missing pod is an errdefs.ErrNotFound.
 func (r *Runtime) FindPodSandbox(namespace, name string) (string, error) {
-	p, err := r.Sandbox.Store.Find(namespace, name)
+	p, err := r.Store.Find(namespace, name)
 	if err != nil {
 		return "", notFound(err)
 	}

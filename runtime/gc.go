@@ -8,10 +8,11 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/runtime/shim"
-	"github.com/podlab/podlab/sandbox"
+	"github.com/podlab/podlab/runtime/volume"
 )
 
 // GCOptions says what GC may do.
@@ -24,14 +25,13 @@ type GCOptions struct {
 
 // GC reconciles the state store with the host after a crash or kill -9:
 // a pod still Creating while nobody holds its lock, or whose removal never
-// finished, or whose pause is gone, is torn down like rmp; a CRI pod's
-// container recorded but never created (the server died between the two)
-// is forgotten; pod dirs without a record and stale name reservations are
-// removed. Pods being worked on (their lock is held) are left alone. It
+// finished, is torn down like rmp, and a pod made before pods had a shim
+// is removed (removePreShimPod); a container recorded but never created
+// (the server died between the two) is forgotten; pod dirs without a
+// record and stale name reservations are removed. Pods being worked on (their lock is held) are left alone. It
 // returns one line per thing done (or, with DryRun, that would be).
 func (r *Runtime) GC(ctx context.Context, opts GCOptions) (done []string, retErr error) {
-	m := r.Sandbox
-	pods, orphans, err := m.Store.List()
+	pods, orphans, err := r.Store.List()
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +41,7 @@ func (r *Runtime) GC(ctx context.Context, opts GCOptions) (done []string, retErr
 	}
 	var errs []error
 	for _, p := range pods {
-		lock, err := m.Store.TryLockPod(p.Namespace, p.Name)
+		lock, err := r.Store.TryLockPod(p.Namespace, p.Name)
 		if err != nil {
 			return done, err
 		}
@@ -49,25 +49,23 @@ func (r *Runtime) GC(ctx context.Context, opts GCOptions) (done []string, retErr
 			continue // a command is working on it
 		}
 		// Re-read under the lock: it may have become Ready or gone.
-		cur, err := m.Store.Get(p.ID)
+		cur, err := r.Store.Get(p.ID)
 		if err != nil {
 			lock.Unlock()
 			continue
 		}
+		preShim := servedByShim(cur) != nil
 		reason := ""
 		switch {
+		case preShim:
+			reason = "made before pods had a shim (its record names no shim socket), which this podlab does not run"
 		case cur.State == state.PodCreating:
 			reason = "creation never finished"
 		case cur.State == state.PodRemoving:
 			reason = "removal never finished"
-		case cur.ShimSocket == "" && !sandbox.PauseAlive(cur):
-			// A pod of `podlab run` is one transaction: without its pause
-			// it is over. A CRI pod stays, NotReady, for its client to
-			// stop and remove, as containerd keeps it.
-			reason = "pause process is gone"
 		}
 		if reason == "" {
-			if cur.ShimSocket != "" && !opts.DryRun {
+			if !opts.DryRun {
 				lines, err := r.reconcileContainers(cur)
 				done = append(done, lines...)
 				errs = append(errs, err)
@@ -77,10 +75,10 @@ func (r *Runtime) GC(ctx context.Context, opts GCOptions) (done []string, retErr
 		}
 		if !opts.DryRun {
 			var err error
-			if cur.ShimSocket != "" {
-				err = r.removeSandbox(ctx, cur)
+			if preShim {
+				err = r.removePreShimPod(ctx, cur)
 			} else {
-				err = r.RemovePod(ctx, cur, 0, trace.New())
+				err = r.removeSandbox(ctx, cur)
 			}
 			if err != nil {
 				lock.Unlock()
@@ -94,21 +92,21 @@ func (r *Runtime) GC(ctx context.Context, opts GCOptions) (done []string, retErr
 		done = append(done, fmt.Sprintf("%s pod %s (%s): %s", verb, cur.Key(), state.ShortID(cur.ID), reason))
 	}
 	if opts.CNIGC && !opts.DryRun {
-		remaining, _, err := m.Store.List()
+		remaining, _, err := r.Store.List()
 		if err != nil {
 			return done, err
 		}
-		errs = append(errs, m.GCNetworks(ctx, remaining))
+		errs = append(errs, r.Sandbox.GCNetworks(ctx, remaining))
 	}
 	for _, id := range orphans {
 		// A pod dir without a record is younger than any side effect (the
 		// record is written first); only a crash leaves one. Give a
 		// concurrent create a moment to write its record.
-		if fi, err := os.Stat(m.Store.PodDir(id)); err != nil || time.Since(fi.ModTime()) < 10*time.Second {
+		if fi, err := os.Stat(r.Store.PodDir(id)); err != nil || time.Since(fi.ModTime()) < 10*time.Second {
 			continue
 		}
 		if !opts.DryRun {
-			if err := m.Store.DeleteOrphan(id); err != nil {
+			if err := r.Store.DeleteOrphan(id); err != nil {
 				return done, err
 			}
 		}
@@ -120,13 +118,13 @@ func (r *Runtime) GC(ctx context.Context, opts GCOptions) (done []string, retErr
 	// names a container before its layer exists; the grace covers a
 	// store shared with another state dir, whose container may be
 	// between its layer and its mount.
-	swept, err := r.Images.SweepWritable(m.Store.HasContainer, 10*time.Second, opts.DryRun)
+	swept, err := r.Images.SweepWritable(r.Store.HasContainer, 10*time.Second, opts.DryRun)
 	for _, id := range swept {
 		done = append(done, fmt.Sprintf("%s the writable layer of unrecorded container %s", verb, state.ShortID(id)))
 	}
 	errs = append(errs, err)
 	if !opts.DryRun {
-		pruned, err := m.Store.PruneNames()
+		pruned, err := r.Store.PruneNames()
 		if err != nil {
 			return done, err
 		}
@@ -147,7 +145,7 @@ func (r *Runtime) reconcileContainers(p *state.Pod) (done []string, err error) {
 	if p.State == state.PodReady && !shimAlive(p) {
 		err := r.spawnTaskShim(p, trace.New())(p)
 		if err == nil {
-			err = r.Sandbox.Store.Save(p)
+			err = r.Store.Save(p)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("pod %s: restarting its shim: %w", p.Key(), err)
@@ -177,7 +175,7 @@ func (r *Runtime) reconcileContainers(p *state.Pod) (done []string, err error) {
 		}
 	}
 	if changed {
-		if err := r.Sandbox.Store.Save(p); err != nil {
+		if err := r.Store.Save(p); err != nil {
 			return done, err
 		}
 	}
@@ -198,7 +196,7 @@ func (r *Runtime) reconcileContainers(p *state.Pod) (done []string, err error) {
 		done = append(done, fmt.Sprintf("removed container %s of pod %s: its creation never finished", state.ShortID(c.ID), p.Key()))
 	}
 	// Bundles without a record: a crash before the record was saved.
-	dir := filepath.Join(r.Sandbox.Store.PodDir(p.ID), "containers")
+	dir := filepath.Join(r.Store.PodDir(p.ID), "containers")
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		if p.Container(e.Name()) != nil {
@@ -218,4 +216,70 @@ func (r *Runtime) reconcileContainers(p *state.Pod) (done []string, err error) {
 // pod and container the state dir holds is served with its true state.
 func (r *Runtime) Recover(ctx context.Context) ([]string, error) {
 	return r.GC(ctx, GCOptions{})
+}
+
+// removePreShimPod tears down a pod recorded before every pod had a
+// long-lived shim, so that no second lifecycle is needed for it: its
+// containers are killed through libcontainer's state (their init's pid,
+// start time and cgroup), then deleted with their root filesystems, its
+// volumes and logs, then its sandbox (pause, network, cgroup) and its
+// record. Idempotent. The caller holds the pod's lock.
+func (r *Runtime) removePreShimPod(ctx context.Context, p *state.Pod) error {
+	if p.State != state.PodRemoving {
+		p.State = state.PodRemoving
+		if err := r.Store.Save(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	rec := trace.New()
+	var errs []error
+	for _, c := range p.Containers {
+		if err := r.Sandbox.OCI.Stop(c.ID, 0); err != nil {
+			errs = append(errs, fmt.Errorf("container %s: %w", state.ShortID(c.ID), err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if err := r.removeContainers(p, rec); err != nil {
+		return err
+	}
+	if err := r.Sandbox.Stop(ctx, p, 0, rec); err != nil {
+		return fmt.Errorf("stopping pod %s: %w", p.Key(), err)
+	}
+	return r.Sandbox.Delete(p, rec)
+}
+
+// removeContainers deletes the pod's stopped containers, their root
+// filesystems, its volumes and its logs.
+func (r *Runtime) removeContainers(p *state.Pod, rec *trace.Recorder) error {
+	end := rec.Start("remove containers")
+	var errs []error
+	// Containers whose record was not saved yet (a failure mid-create)
+	// still have bundle dirs: sweep the dir, not only the record.
+	ctrDirs, _ := os.ReadDir(filepath.Join(r.Store.PodDir(p.ID), "containers"))
+	// The shim goes first: one whose podlab died before telling it to
+	// start is still destroying the container it created.
+	r.killShim(p)
+	for _, c := range p.Containers {
+		errs = append(errs, r.Sandbox.OCI.Delete(c.ID))
+	}
+	for _, d := range ctrDirs {
+		c := state.Container{ID: d.Name(), Bundle: filepath.Join(r.Store.PodDir(p.ID), "containers", d.Name())}
+		errs = append(errs, r.unmountRootfs(&c))
+	}
+	end(nil)
+	if err := errors.Join(append(errs, failpoint.Hit("teardown-after-containers"))...); err != nil {
+		return err
+	}
+	end = rec.Start("remove volumes")
+	err := volume.Teardown(r.volumesDir(p))
+	end(err)
+	if err := errors.Join(err, failpoint.Hit("teardown-after-volumes")); err != nil {
+		return err
+	}
+	if p.UID != "" {
+		os.RemoveAll(r.LogDir(p))
+	}
+	return nil
 }

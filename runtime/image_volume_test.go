@@ -211,7 +211,7 @@ func TestCRIImageVolume(t *testing.T) {
 	volume := func(sub string, ro bool) *runtimeapi.Mount {
 		return &runtimeapi.Mount{ContainerPath: "/mnt/image", Readonly: ro, ImageSubPath: sub, Image: &runtimeapi.ImageSpec{Image: img.ID, UserSpecifiedImage: "busybox"}}
 	}
-	containersDir := filepath.Join(rt.Sandbox.Store.PodDir(pod.PodSandboxId), "containers")
+	containersDir := filepath.Join(rt.Store.PodDir(pod.PodSandboxId), "containers")
 	mountsUnder := func() []*mountinfo.Info {
 		m, _ := mountinfo.GetMounts(mountinfo.PrefixFilter(containersDir))
 		return m

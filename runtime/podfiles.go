@@ -22,7 +22,7 @@ import (
 // do, and installs the pod's CA bundle: caSrc, an entry of r.caBundles(),
 // looked up beside the sandbox.
 func (r *Runtime) writePodFiles(p *state.Pod, caSrc string) (caBundle string, err error) {
-	dir := filepath.Join(r.Sandbox.Store.PodDir(p.ID), "etc")
+	dir := filepath.Join(r.Store.PodDir(p.ID), "etc")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -45,7 +45,7 @@ func (r *Runtime) writePodFiles(p *state.Pod, caSrc string) (caBundle string, er
 			return "", err
 		}
 	}
-	caDir := filepath.Join(r.Sandbox.Store.PodDir(p.ID), "ca")
+	caDir := filepath.Join(r.Store.PodDir(p.ID), "ca")
 	caBundle, _, err = inject.LinkCABundle(r.Config.Injection.CA, caDir, caSrc)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Pruned since the lookup (another set of inputs filled the cache).

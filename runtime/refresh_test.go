@@ -21,7 +21,6 @@ func TestRefreshRecorded(t *testing.T) {
 	}
 	alive := &state.Pod{ShimSocket: "/nonexistent/shim.sock", ShimPID: os.Getpid(), ShimStart: self}
 	gone := &state.Pod{ShimSocket: "/nonexistent/shim.sock", ShimPID: os.Getpid(), ShimStart: self + 1}
-	noShim := &state.Pod{}
 
 	withExit := t.TempDir()
 	code := 3
@@ -47,7 +46,6 @@ func TestRefreshRecorded(t *testing.T) {
 		{"running, exited", alive, withExit, ContainerRunning, true, ContainerExited},
 		{"created: only the shim knows", alive, noExit, ContainerCreated, false, ContainerCreated},
 		{"created, exited", alive, withExit, ContainerCreated, true, ContainerExited},
-		{"not a shim's", noShim, withExit, ContainerRunning, false, ContainerRunning},
 	} {
 		c := &state.Container{ID: "c", Bundle: tc.bundle, State: tc.recorded, PID: os.Getpid()}
 		known := refreshRecorded(tc.pod, c)

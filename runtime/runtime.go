@@ -1,9 +1,7 @@
 package runtime
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,21 +9,17 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
-	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/config"
 	"github.com/podlab/podlab/runtime/inject"
 	"github.com/podlab/podlab/runtime/kubecontainer"
 	"github.com/podlab/podlab/runtime/shim"
-	"github.com/podlab/podlab/runtime/volume"
 	"github.com/podlab/podlab/sandbox"
 )
 
@@ -41,8 +35,11 @@ const (
 type Runtime struct {
 	Config     *config.Config
 	ConfigPath string // handed to the shim so it reads the same config
-	Sandbox    *sandbox.Manager
-	Images     *rootfs.Store
+	// Store holds the pods' and containers' records; the sandbox manager
+	// writes its stages' records to the same store.
+	Store   *state.Store
+	Sandbox *sandbox.Manager
+	Images  *rootfs.Store
 	// SealSeen, if set, receives each pod's count of how libcontainer
 	// sealed the init binary in its shim, one per container start. It may
 	// be called from several goroutines.
@@ -53,9 +50,13 @@ type Runtime struct {
 	cpuSamples sync.Map
 }
 
-// New opens the sandbox manager and the image store.
+// New opens the state store, the sandbox manager and the image store.
 func New(cfg *config.Config, configPath string) (*Runtime, error) {
-	sb, err := sandbox.New(sandboxConfig(cfg))
+	store, err := state.Open(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := sandbox.New(sandboxConfig(cfg), store)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +64,7 @@ func New(cfg *config.Config, configPath string) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{Config: cfg, ConfigPath: configPath, Sandbox: sb, Images: images}, nil
+	return &Runtime{Config: cfg, ConfigPath: configPath, Store: store, Sandbox: sb, Images: images}, nil
 }
 
 // sandboxConfig is the part of cfg the sandbox manager takes.
@@ -94,7 +95,7 @@ func (r *Runtime) LogDir(p *state.Pod) string {
 // volumesDir is where a pod of an older podlab run had its volumes (the
 // kubelet half keeps them in its own pod dir now).
 func (r *Runtime) volumesDir(p *state.Pod) string {
-	return filepath.Join(r.Sandbox.Store.PodDir(p.ID), "volumes")
+	return filepath.Join(r.Store.PodDir(p.ID), "volumes")
 }
 
 func sandboxOf(p *state.Pod) sandboxInfo {
@@ -192,117 +193,6 @@ func (r *Runtime) hookFor(inj *inject.Injection) (*specs.Hook, error) {
 		return nil, err
 	}
 	return &h, nil
-}
-
-// StopPod stops the containers (SIGTERM, the pod's grace period, SIGKILL),
-// app containers first, then the sandbox. The caller holds the pod's lock.
-func (r *Runtime) StopPod(ctx context.Context, p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
-	end := rec.Start("stop containers")
-	errs := r.stopContainers(p, grace)
-	end(nil)
-	r.waitShim(p, 5*time.Second)
-	r.refresh(p)
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	return r.Sandbox.Stop(ctx, p, grace, rec)
-}
-
-// RemovePod stops the pod, then removes its containers, volumes, logs and
-// the sandbox. Idempotent. The caller holds the pod's lock.
-func (r *Runtime) RemovePod(ctx context.Context, p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
-	return r.removePod(ctx, p, grace, rec)
-}
-
-func (r *Runtime) removePod(ctx context.Context, p *state.Pod, grace time.Duration, rec *trace.Recorder) error {
-	// Record the intent first, so that gc finishes a removal that crashed.
-	if p.State != state.PodRemoving {
-		p.State = state.PodRemoving
-		if err := r.Sandbox.Store.Save(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-	}
-	end := rec.Start("stop containers")
-	errs := r.stopContainers(p, grace)
-	end(nil)
-	if err := errors.Join(errs...); err != nil {
-		// Delete what did stop; leave the sandbox for a later rm or gc.
-		return errors.Join(err, r.removeContainers(p, rec))
-	}
-	// With every container stopped, their removal and the sandbox's
-	// teardown (pause stop, CNI DEL, netns removal) need nothing from each
-	// other: run them side by side. The pod cgroup goes last, once both
-	// have removed their cgroups under it.
-	sandboxDone := make(chan error, 1)
-	go func() {
-		err := r.Sandbox.Stop(ctx, p, grace, rec)
-		if err != nil {
-			err = fmt.Errorf("stopping pod %s: %w", p.Key(), err)
-		}
-		sandboxDone <- err
-	}()
-	err := r.removeContainers(p, rec)
-	if err := errors.Join(err, <-sandboxDone); err != nil {
-		return err
-	}
-	return r.Sandbox.Delete(p, rec)
-}
-
-// removeContainers deletes the pod's stopped containers, their root
-// filesystems, its volumes and its logs.
-func (r *Runtime) removeContainers(p *state.Pod, rec *trace.Recorder) error {
-	end := rec.Start("remove containers")
-	var errs []error
-	// Containers whose record was not saved yet (a failure mid-create)
-	// still have bundle dirs: sweep the dir, not only the record.
-	ctrDirs, _ := os.ReadDir(filepath.Join(r.Sandbox.Store.PodDir(p.ID), "containers"))
-	// The shim goes first: one whose podlab died before telling it to
-	// start is still destroying the container it created.
-	r.killShim(p)
-	for _, c := range p.Containers {
-		errs = append(errs, r.Sandbox.OCI.Delete(c.ID))
-	}
-	for _, d := range ctrDirs {
-		c := state.Container{ID: d.Name(), Bundle: filepath.Join(r.Sandbox.Store.PodDir(p.ID), "containers", d.Name())}
-		errs = append(errs, r.unmountRootfs(&c))
-	}
-	end(nil)
-	if err := errors.Join(append(errs, failpoint.Hit("teardown-after-containers"))...); err != nil {
-		return err
-	}
-	end = rec.Start("remove volumes")
-	err := volume.Teardown(r.volumesDir(p))
-	end(err)
-	if err := errors.Join(err, failpoint.Hit("teardown-after-volumes")); err != nil {
-		return err
-	}
-	if p.UID != "" {
-		os.RemoveAll(r.LogDir(p))
-	}
-	return nil
-}
-
-// stopContainers stops all of the pod's containers at once, each with the
-// full grace period, as the kubelet's killContainersWithSyncResult does.
-func (r *Runtime) stopContainers(p *state.Pod, grace time.Duration) []error {
-	errs := make([]error, len(p.Containers))
-	var wg sync.WaitGroup
-	for i := range p.Containers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = r.Sandbox.OCI.Stop(p.Containers[i].ID, grace)
-		}()
-	}
-	wg.Wait()
-	return errs
-}
-
-// refresh updates container states from what the shim recorded and the host shows.
-func (r *Runtime) refresh(p *state.Pod) {
-	for i := range p.Containers {
-		RefreshContainer(&p.Containers[i])
-	}
 }
 
 // RefreshContainer fills in exit status written by the shim and corrects a

@@ -100,7 +100,7 @@ func runManifest(t *testing.T, rt *Runtime, mf *manifest.Manifest, rec *trace.Re
 			t.Errorf("removing pod: %v", err)
 		}
 	})
-	p, gerr := rt.Sandbox.Store.Get(id)
+	p, gerr := rt.Store.Get(id)
 	if gerr != nil {
 		t.Fatal(gerr)
 	}
@@ -556,7 +556,7 @@ spec:
 	if err == nil || !strings.Contains(err.Error(), `"nosuch:1.0" not found`) || !strings.Contains(err.Error(), "busybox:latest") {
 		t.Fatalf("RunPod = %v, want an error naming the image and listing the store", err)
 	}
-	if pods, orphans, _ := rt.Sandbox.Store.List(); len(pods)+len(orphans) != 0 {
+	if pods, orphans, _ := rt.Store.List(); len(pods)+len(orphans) != 0 {
 		t.Fatal("state left behind")
 	}
 }
@@ -580,7 +580,8 @@ spec:
 	waitLog(t, p, "stubborn", "ready")
 	waitLog(t, p, "polite", "ready")
 	t0 := time.Now()
-	if err := rt.StopPod(context.Background(), p, time.Second, trace.New()); err != nil {
+	k := testKubelet(rt)
+	if err := k.StopPod(context.Background(), p.ID, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(t0); d > 10*time.Second {
@@ -600,7 +601,7 @@ spec:
 	if codes["stubborn"] != 137 || codes["polite"] != 0 {
 		t.Errorf("exit codes %v, want stubborn 137, polite 0", codes)
 	}
-	if err := rt.StopPod(context.Background(), p, time.Second, trace.New()); err != nil {
+	if err := k.StopPod(context.Background(), p.ID, time.Second); err != nil {
 		t.Errorf("second stop: %v", err)
 	}
 }

@@ -4,9 +4,20 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
 )
+
+// servedByShim refuses a pod recorded before every pod had a long-lived
+// shim (its record names no shim socket): no shim holds its containers,
+// and nothing else in podlab drives them. gc removes such a pod.
+func servedByShim(p *state.Pod) error {
+	if p.ShimSocket != "" {
+		return nil
+	}
+	return errdefs.FailedPrecondition("pod %s (%s) has no shim socket: it was made by a podlab older than the pod shim, and cannot be served; remove it with `podlab gc` or `podlab rm -f -n %s %s`", p.Key(), state.ShortID(p.ID), p.Namespace, p.Name)
+}
 
 // shimAlive reports whether the pod's shim process still runs.
 func shimAlive(p *state.Pod) bool {

@@ -56,21 +56,20 @@ type Network struct {
 // Manager creates and removes pod sandboxes.
 type Manager struct {
 	Config Config
-	Store  *state.Store
-	OCI    *oci.Runtime
-	cni    *cniClient
-	nets   []network
+	// store holds the pod records; the runtime core owns it and hands it
+	// over, and the sandbox writes its own stages' records there.
+	store *state.Store
+	OCI   *oci.Runtime
+	cni   *cniClient
+	nets  []network
 	// netnsFirst: teardown removes the netns before CNI DEL (see
 	// toleratesMissingNetNS).
 	netnsFirst bool
 }
 
-// New opens the state store and loads the CNI configuration.
-func New(cfg Config) (*Manager, error) {
-	store, err := state.Open(cfg.StateDir)
-	if err != nil {
-		return nil, err
-	}
+// New loads the CNI configuration; store is the runtime's state store,
+// which keeps the sandboxes' records.
+func New(cfg Config, store *state.Store) (*Manager, error) {
 	nets, err := loadNetworks(cfg.CNI)
 	if err != nil {
 		return nil, err
@@ -81,7 +80,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	return &Manager{
 		Config: cfg,
-		Store:  store,
+		store:  store,
 		OCI:    &oci.Runtime{Root: filepath.Join(cfg.StateDir, "runc")},
 		cni:    cni,
 		nets:   nets,
@@ -159,14 +158,14 @@ func (m *Manager) Run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 		return nil, err
 	}
 	if err := m.Start(ctx, p, rec); err != nil {
-		if derr := m.Store.Delete(p); derr != nil {
+		if derr := m.store.Delete(p); derr != nil {
 			err = fmt.Errorf("%w (and removing pod state failed: %v)", err, derr)
 		}
 		return nil, err
 	}
 	p.State = state.PodReady
 	p.Spans = rec.Spans()
-	if err := m.Store.Save(p); err != nil {
+	if err := m.store.Save(p); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -217,16 +216,16 @@ func (m *Manager) Create(spec Spec, rec *trace.Recorder) (*state.Pod, error) {
 	}
 	if !spec.HostIPC {
 		p.IPCNS = filepath.Join(m.Config.NamespacesDir, "ipcns", nsName)
-		p.DevShm = filepath.Join(m.Store.PodDir(p.ID), "shm")
+		p.DevShm = filepath.Join(m.store.PodDir(p.ID), "shm")
 	}
 	end := rec.Start("state")
-	err := m.Store.Create(p)
+	err := m.store.Create(p)
 	end(err)
 	if err != nil {
 		return nil, err
 	}
 	if err := failpoint.Hit("after-state"); err != nil {
-		if derr := m.Store.Delete(p); derr != nil {
+		if derr := m.store.Delete(p); derr != nil {
 			err = fmt.Errorf("%w (and rolling back failed: removing pod state: %v)", err, derr)
 		}
 		return nil, err
@@ -382,7 +381,7 @@ func (m *Manager) Start(ctx context.Context, p *state.Pod, rec *trace.Recorder) 
 	}
 	p.IPs, p.Gateway = cniRes.IPs, cniRes.Gateway
 	p.Spans = rec.Spans()
-	return m.Store.Save(p)
+	return m.store.Save(p)
 }
 
 // background is a stage running in its own goroutine; rollback must not
@@ -447,7 +446,7 @@ func removePins(p *state.Pod) error {
 // cgroupLock serializes creating pod cgroups with removing their shared
 // parent, which would otherwise race (mkdir parent, rmdir parent, mkdir child).
 func (m *Manager) cgroupLock() (func(), error) {
-	f, err := os.OpenFile(filepath.Join(m.Store.Dir(), "cgroup.lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	f, err := os.OpenFile(filepath.Join(m.store.Dir(), "cgroup.lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -573,7 +572,7 @@ func (m *Manager) detach(ctx context.Context, p *state.Pod, rec *trace.Recorder)
 func (m *Manager) markStopped(p *state.Pod) error {
 	if p.State != state.PodStopped && p.State != state.PodRemoving {
 		p.State = state.PodStopped
-		return m.Store.Save(p)
+		return m.store.Save(p)
 	}
 	return nil
 }
@@ -607,7 +606,7 @@ func (m *Manager) Delete(p *state.Pod, rec *trace.Recorder) error {
 		return err
 	}
 	end = rec.Start("state remove")
-	err = m.Store.Delete(p)
+	err = m.store.Delete(p)
 	end(err)
 	return err
 }

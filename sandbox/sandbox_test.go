@@ -52,7 +52,11 @@ func newTestManager(t *testing.T, edit func(*Config)) *Manager {
 			t.Fatalf("CNI plugins missing in %s: run scripts/setup.sh", d)
 		}
 	}
-	m, err := New(cfg)
+	store, err := state.Open(cfg.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(cfg, store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +427,7 @@ func TestRemoveAfterPauseKilled(t *testing.T) {
 	if err := m.Remove(context.Background(), p, time.Second, trace.New()); err != nil {
 		t.Fatalf("second Remove: %v", err)
 	}
-	if _, err := m.Store.Get(p.ID); !errors.Is(err, state.ErrNotFound) {
+	if _, err := m.store.Get(p.ID); !errors.Is(err, state.ErrNotFound) {
 		t.Fatalf("state after Remove: %v", err)
 	}
 }
@@ -507,7 +511,7 @@ func TestFailedRunLeavesNothing(t *testing.T) {
 			if strings.Contains(err.Error(), "rolling back failed") {
 				t.Fatalf("rollback failed: %v", err)
 			}
-			if pods, orphans, _ := m.Store.List(); len(pods)+len(orphans) != 0 {
+			if pods, orphans, _ := m.store.List(); len(pods)+len(orphans) != 0 {
 				t.Fatalf("state left: %v %v", pods, orphans)
 			}
 			testutil.LeakCheck(t)

@@ -21,7 +21,9 @@ cached result, pinned namespaces, netns, cgroup, state. A CRI pod whose
 pause died stays, NotReady, for its client to stop and remove (as
 containerd keeps it); its record takes what its shim saw, a dead shim is
 restarted, and a container recorded but never created is forgotten. A pod
-directory without a record is removed. podlab serve does the same before
+made by a podlab older than the pod shim (its record names no shim socket),
+which the CRI operations refuse, is removed: its containers and pause
+killed, its sandbox torn down. A pod directory without a record is removed. podlab serve does the same before
 it serves. Then the kubelet half's pods: one whose podlab run or rm died,
 or whose pause is gone (a podlab run pod is over without it), is removed
 with its volumes and logs. Pods being created or removed right now (their

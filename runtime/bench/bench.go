@@ -381,7 +381,7 @@ func liveName(base string, i int) string  { return base + "-live-" + strconv.Ito
 // checkNoStale refuses to start over pods left by an earlier, crashed run:
 // their names would collide with this run's.
 func (b *bencher) checkNoStale() error {
-	pods, _, err := b.rt.Sandbox.Store.List()
+	pods, _, err := b.rt.Store.List()
 	if err != nil {
 		return err
 	}
@@ -462,7 +462,7 @@ func (b *bencher) cycle(ctx context.Context, i int) (cy Cycle) {
 		return cy
 	}
 	cy.PodID = id
-	p, gerr := b.rt.Sandbox.Store.Get(id)
+	p, gerr := b.rt.Store.Get(id)
 	if gerr == nil && err == nil {
 		fail(b.wait(ctx, p, &cy))
 	} else {
@@ -548,7 +548,7 @@ func (b *bencher) startLive(ctx context.Context, i int) (*state.Pod, error) {
 	var p *state.Pod
 	if id != "" {
 		var gerr error
-		if p, gerr = b.rt.Sandbox.Store.Get(id); gerr != nil {
+		if p, gerr = b.rt.Store.Get(id); gerr != nil {
 			return nil, errors.Join(err, gerr)
 		}
 	}

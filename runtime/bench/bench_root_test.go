@@ -111,7 +111,7 @@ spec:
 		t.Errorf("%d shims resident for 1 live pod, want 1", m.LiveShimsResident)
 	}
 
-	pods, orphans, err := rt.Sandbox.Store.List()
+	pods, orphans, err := rt.Store.List()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 // rt's records, after checking that its pod has layer (or "all") and, for
 // diff, a layer before it.
 func InspectContainer(rt *runtime.Runtime, id, layer string, diff bool, rules Rules) (*Report, error) {
-	p, c, err := rt.Sandbox.Store.ContainerByID(id)
+	p, c, err := rt.Store.ContainerByID(id)
 	if err != nil {
 		return nil, err
 	}
@@ -26,7 +26,7 @@ func InspectContainer(rt *runtime.Runtime, id, layer string, diff bool, rules Ru
 
 // VerifyPod verifies the pod sandbox with id in rt's records.
 func VerifyPod(rt *runtime.Runtime, id string, rules Rules) (*Verification, error) {
-	p, err := rt.Sandbox.Store.Get(id)
+	p, err := rt.Store.Get(id)
 	if err != nil {
 		return nil, err
 	}

@@ -63,7 +63,7 @@ func runPod(t *testing.T, rt *runtime.Runtime, yml string) *state.Pod {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := rt.Sandbox.Store.Get(id)
+	p, err := rt.Store.Get(id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func startCRIContainer(t *testing.T, rt *runtime.Runtime, podID string, cfg *run
 	if _, err := rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: created.ContainerId}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := rt.Sandbox.Store.Get(podID)
+	p, err := rt.Store.Get(podID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,7 +506,7 @@ func TestCRIPodInspectAndVerify(t *testing.T) {
 	if _, err := rt.StopContainer(context.Background(), &runtimeapi.StopContainerRequest{ContainerId: app.ID}); err != nil {
 		t.Fatal(err)
 	}
-	if p, err = rt.Sandbox.Store.Get(podID); err != nil {
+	if p, err = rt.Store.Get(podID); err != nil {
 		t.Fatal(err)
 	}
 	v = Verify(p, rules)
