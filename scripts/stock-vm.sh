@@ -58,15 +58,21 @@ configure_rootfs() {
   chroot "$root" useradd -m -u "$GUEST_UID" -s /bin/bash "$GUEST_USER"
   echo "$GUEST_USER ALL=(ALL:ALL) NOPASSWD: ALL" > "$root/etc/sudoers.d/$GUEST_USER"
   chmod 0440 "$root/etc/sudoers.d/$GUEST_USER"
+  # No network device: no resolver either.
+  echo '# stock-vm: no network' > "$root/etc/resolv.conf"
   # Go: the host's, at the same path. Offline: modules come only from the
-  # cache warmed on the host (go env -w files, as a user would set them).
+  # module cache warmed (and checked against the checksum database) on the
+  # host, served as a file:// proxy rather than GOPROXY=off, because
+  # `go install pkg@version` (setup.sh) asks the proxy for the module's
+  # latest version to print its deprecation; go env -w files, as a user
+  # would set them.
   cp -a /usr/local/go "$root/usr/local/go"
   echo 'PATH=/usr/local/go/bin:$PATH' > "$root/etc/profile.d/go.sh"
   local home
   for home in "/home/$GUEST_USER" /root; do
     mkdir -p "$root$home/.config/go"
-    printf 'GOPROXY=off\nGOFLAGS=-mod=mod\nGOTOOLCHAIN=local\nGOMODCACHE=%s\nGOCACHE=%s\n' \
-      "$cache/go/mod" "$cache/go/build" > "$root$home/.config/go/env"
+    printf 'GOPROXY=file://%s\nGOSUMDB=off\nGOFLAGS=-mod=mod\nGOTOOLCHAIN=local\nGOMODCACHE=%s\nGOCACHE=%s\n' \
+      "$cache/go/mod/cache/download" "$cache/go/mod" "$cache/go/build" > "$root$home/.config/go/env"
   done
   chroot "$root" chown -R "$GUEST_USER:$GUEST_USER" "/home/$GUEST_USER"
   local u
@@ -200,6 +206,9 @@ build() {
   say "configure and image: $(since "$t") s"
   touch "$tmp/done"
   rm -rf "$dir"; mv "$tmp" "$dir"
+  # Images of older recipes are never booted again.
+  find "$cache" -mindepth 1 -maxdepth 1 -type d -regextype egrep -regex '.*/[0-9a-f]{16}(\.tmp)?' \
+    ! -path "$dir" -exec rm -rf {} +
   say "built $dir (kernel $(cat "$dir/kernel-version")) in $(since "$t0") s"
 }
 
@@ -215,6 +224,8 @@ warm_go() {
     go mod download
     make -s build BIN="$cache/go/bin" >/dev/null
     go list -tags seccomp -test -export ./... >/dev/null
+    # demo-image.sh's static tlsprobe
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$cache/go/bin/tlsprobe" ./test/tlsprobe
   )
   # setup.sh's own Go steps (CNI plugins, crictl, critest), from a copy of
   # the clone with no bin/podlab (so it imports no image on the host).
