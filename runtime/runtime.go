@@ -75,6 +75,8 @@ func sandboxConfig(cfg *config.Config) sandbox.Config {
 		NamespacesDir: cfg.NamespacesDir,
 		CgroupParent:  cfg.CgroupParent,
 		PauseBinary:   cfg.PauseBinary,
+		// Beside the images, on disk, as containerd keeps its pause image.
+		PauseDir: filepath.Join(cfg.ImageDir, "pause"),
 		CNI: sandbox.Network{
 			BinDirs:          cfg.CNI.BinDirs,
 			ConfDir:          cfg.CNI.ConfDir,

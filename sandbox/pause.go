@@ -46,13 +46,16 @@ func FindBinary(configured, name, field string) (string, error) {
 // pauseRootfs returns a root filesystem holding only the pause binary (and
 // the mount points the runtime needs), shared read-only by all pods. It is
 // keyed by the binary's size and mtime so a rebuilt pause gets a fresh one,
-// and created by rename so concurrent pods never see a half-made one.
-func pauseRootfs(stateDir, binary string) (string, error) {
+// and created by rename so concurrent pods never see a half-made one. It
+// lives under dir, on disk: the state dir is under /run, which stock
+// Debian hosts mount noexec (the initramfs mounts it so), where the copy
+// could not be executed.
+func pauseRootfs(dir, binary string) (string, error) {
 	st, err := os.Stat(binary)
 	if err != nil {
 		return "", fmt.Errorf("pause binary: %w", err)
 	}
-	dir := filepath.Join(stateDir, "pause", fmt.Sprintf("%d-%d", st.Size(), st.ModTime().UnixNano()))
+	dir = filepath.Join(dir, fmt.Sprintf("%d-%d", st.Size(), st.ModTime().UnixNano()))
 	if _, err := os.Stat(filepath.Join(dir, "pause")); err == nil {
 		return dir, nil
 	}

@@ -37,6 +37,9 @@ type Config struct {
 	// CgroupParent is where pod cgroups go unless a pod names its own.
 	CgroupParent string
 	PauseBinary  string // "" = podlab-pause next to podlab, then $PATH
+	// PauseDir holds the pause's root file systems: on a file system that
+	// allows exec, which /run (the state dir's) is not on every host.
+	PauseDir string
 	CNI          Network
 }
 
@@ -70,6 +73,9 @@ type Manager struct {
 // New loads the CNI configuration; store is the runtime's state store,
 // which keeps the sandboxes' records.
 func New(cfg Config, store *state.Store) (*Manager, error) {
+	if !filepath.IsAbs(cfg.PauseDir) {
+		return nil, fmt.Errorf("sandbox: pause dir %q is not an absolute path", cfg.PauseDir)
+	}
 	nets, err := loadNetworks(cfg.CNI)
 	if err != nil {
 		return nil, err
@@ -410,7 +416,7 @@ func (m *Manager) startPause(p *state.Pod) (pid int, startTime uint64, err error
 	if err != nil {
 		return 0, 0, err
 	}
-	rootfs, err := pauseRootfs(m.Config.StateDir, bin)
+	rootfs, err := pauseRootfs(m.Config.PauseDir, bin)
 	if err != nil {
 		return 0, 0, err
 	}

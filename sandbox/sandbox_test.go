@@ -38,6 +38,7 @@ func newTestManager(t *testing.T, edit func(*Config)) *Manager {
 		NamespacesDir: d.NamespacesDir,
 		CgroupParent:  d.CgroupParent,
 		PauseBinary:   pauseBinary,
+		PauseDir:      filepath.Join(t.TempDir(), "pause"),
 		CNI: Network{
 			BinDirs: d.CNI.BinDirs, ConfDir: d.CNI.ConfDir, Conflist: d.CNI.Conflist,
 			Loopback: d.CNI.Loopback, InternalLoopback: d.CNI.InternalLoopback,
@@ -582,4 +583,27 @@ func TestTeardownOrderAndMasquerade(t *testing.T) {
 			t.Fatalf("rules for pod %s left after teardown:\n%s", p.ID, r)
 		}
 	})
+}
+
+// TestStateDirNoexec: stock Debian mounts /run, the state dir's home,
+// noexec; the pause still starts, from its rootfs under PauseDir.
+func TestStateDirNoexec(t *testing.T) {
+	setup(t)
+	run := filepath.Join(t.TempDir(), "run")
+	if err := os.Mkdir(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", run, "tmpfs", unix.MS_NOEXEC|unix.MS_NOSUID|unix.MS_NODEV, "mode=755"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(run, 0); err != nil {
+			t.Errorf("unmounting %s: %v", run, err)
+		}
+	})
+	m := newTestManager(t, func(c *Config) { c.StateDir = filepath.Join(run, "podlab") })
+	p := runPod(t, m, simplePod("noexec-run"))
+	if !PauseAlive(p) {
+		t.Fatalf("pause of a pod whose state dir is noexec is not running")
+	}
 }
