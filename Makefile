@@ -12,7 +12,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 GOTAGS   ?= seccomp
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build setup install demo kubelet kubelet-demo bench-kubelet test unit-test fuzz flake soak bench lint clean docs check-docs critest
+.PHONY: all build setup setup-demo install demo kubelet kubelet-demo bench-kubelet test unit-test fuzz flake soak bench lint clean docs check-docs critest
 
 all: build
 
@@ -21,14 +21,19 @@ build:
 	$(GO) build -tags '$(GOTAGS)' -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/podlab-shim ./cmd/podlab-shim
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/podlab-pause ./pause
 
+# setup installs what the tests need; setup-demo only what the demo needs;
+# critest's own target adds critest (see scripts/setup.sh).
 setup:
-	./scripts/setup.sh
+	./scripts/setup.sh test
+
+setup-demo:
+	./scripts/setup.sh demo
 
 install: build
 	install -m 0755 $(BIN)/podlab $(BIN)/podlab-shim $(BIN)/podlab-pause $(PREFIX)/bin/
 
-demo: setup build
-	./scripts/setup.sh
+demo: setup-demo build
+	./scripts/setup.sh demo
 	./scripts/demo.sh
 
 # Unit tests need no root; root tests run when root (and fail when CI=true
@@ -75,12 +80,12 @@ flake:
 
 # docs/*.md from docs/src/*.md.in, with real (masked) podlab output.
 docs: setup build
-	./scripts/setup.sh
+	./scripts/setup.sh test
 	./scripts/gen-docs.sh
 
 # What CI checks: the docs have not drifted, and every example runs.
 check-docs: setup build
-	./scripts/setup.sh
+	./scripts/setup.sh test
 	./scripts/check-docs.sh
 
 # 1,000 cycles sequentially and at concurrency 4, then a leak check, then
@@ -93,7 +98,7 @@ soak: setup build
 # than test/critest-target. CRITEST_FLAGS=--benchmark adds critest
 # -benchmark and the "Through the CRI" section of docs/benchmarks.md.
 critest: setup build
-	./scripts/setup.sh
+	./scripts/setup.sh critest
 	./scripts/critest.sh $(CRITEST_FLAGS)
 
 bench: setup build

@@ -129,8 +129,9 @@ EOF
 # --- end recipe ---
 
 apt_packages() {
-  # setup.sh's APT_PACKAGES: the guest gets them in the image, never by apt.
-  bash -c 'eval "$(sed -n "/^APT_PACKAGES=(/,/)/p" "$1")"; echo "${APT_PACKAGES[@]}"' - "$repo/scripts/setup.sh"
+  # setup.sh's packages for its widest purpose (critest's): the guest
+  # gets them in the image, never by apt.
+  "$repo/scripts/setup.sh" --apt-packages critest
 }
 
 recipe_hash() {
@@ -229,7 +230,7 @@ warm_go() {
   )
   # setup.sh's own Go steps (CNI plugins, crictl, critest), from a copy of
   # the clone with no bin/podlab (so it imports no image on the host).
-  CNI_BIN_DIR=$cache/go/bin/cni CRICTL_BIN_DIR=$cache/go/bin "$stage_repo/scripts/setup.sh" >/dev/null
+  CNI_BIN_DIR=$cache/go/bin/cni CRICTL_BIN_DIR=$cache/go/bin "$stage_repo/scripts/setup.sh" critest >/dev/null
   unset GOMODCACHE GOCACHE GOFLAGS GOTOOLCHAIN
   # The guest's user owns the caches (root in the guest writes too).
   chown -R "$GUEST_UID:$GUEST_UID" "$cache/go/mod" "$cache/go/build"
