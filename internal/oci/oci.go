@@ -258,6 +258,10 @@ func processFromSpec(sp *specs.Process) *libcontainer.Process {
 		Cwd:  sp.Cwd,
 		UID:  int(sp.User.UID),
 		GID:  int(sp.User.GID),
+		// specconv leaves both out of the container's config: runc hands
+		// them over with each process, and so must we.
+		AppArmorProfile: sp.ApparmorProfile,
+		Label:           sp.SelinuxLabel,
 	}
 	for _, g := range sp.User.AdditionalGids {
 		p.AdditionalGroups = append(p.AdditionalGroups, int(g))
