@@ -34,7 +34,8 @@ if [ -n "$new_running" ] || [ "$enabled_before" != "$(enabled)" ]; then
   exit 1
 fi
 say "no systemd unit runs or is enabled after make demo that did not before ($(echo "$running_before" | wc -l) running, $(echo "$enabled_before" | wc -l) enabled)"
-left=$(sudo find /sys/fs/cgroup -maxdepth 2 -name 'podlab*' 2>/dev/null; ls /var/run/netns 2>/dev/null)
+# podlab's cgroup parent (config cgroupParent, /podlab) and the netns dir.
+left=$(ls -d /sys/fs/cgroup/podlab 2>/dev/null; ls /var/run/netns 2>/dev/null)
 if [ -n "$left" ]; then
   say "left behind: $left"
   exit 1
