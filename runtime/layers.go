@@ -7,6 +7,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"github.com/podlab/podlab/internal/cgroups"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -46,8 +47,9 @@ type sandboxInfo struct {
 	SharePID    bool
 	// TargetPID is a process of the container whose PID namespace a
 	// container with PID NamespaceMode TARGET joins.
-	TargetPID  int
-	CgroupPath string
+	TargetPID int
+	// Cgroup is where the pod's processes go (driver, slice, paths).
+	Cgroup cgroups.Pod
 	// OOMScoreAdjFloor is the lowest oom_score_adj the kernel lets this
 	// process give a container (see proc.OOMScoreAdjFloor).
 	OOMScoreAdjFloor int
@@ -181,7 +183,7 @@ func buildOCI(cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, ct
 	s.Mounts = append(withoutReplaced(s.Mounts, binds), binds...)
 
 	l := s.Linux
-	l.CgroupsPath = filepath.Join(sb.CgroupPath, ctrID)
+	l.CgroupsPath = sb.Cgroup.OCICgroupsPath(ctrID)
 	l.Namespaces = containerNamespaces(sc.NamespaceOptions, sb)
 	if !sc.Privileged {
 		// A private cgroup namespace, as containerd and CRI-O give every

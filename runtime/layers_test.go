@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"github.com/podlab/podlab/internal/cgroups"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -101,7 +102,7 @@ func TestLayersCarryEachSource(t *testing.T) {
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("options envs by source = %v, want %v", names, want)
 	}
-	sb := sandboxInfo{PodID: "pod", NetNS: "/var/run/netns/x", IPCNS: "/var/run/ipcns/x", UTSNS: "/var/run/utsns/x", PausePID: 42, CgroupPath: "/podlab/pod"}
+	sb := sandboxInfo{PodID: "pod", NetNS: "/var/run/netns/x", IPCNS: "/var/run/ipcns/x", UTSNS: "/var/run/utsns/x", PausePID: 42, Cgroup: cgroups.Pod{Driver: cgroups.Cgroupfs, Path: "/podlab/pod"}}
 	cri := kubelet.BuildCRI(in.Input, opts, nsOptions(sb))
 	if r := cri.Linux.Resources; r.CpuQuota != 25000 || r.CpuPeriod != 100000 || r.MemoryLimitInBytes != 64<<20 || r.CpuShares != 256 {
 		t.Errorf("CRI resources = %+v", r)

@@ -3,6 +3,7 @@ package runtime
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/podlab/podlab/internal/cgroups"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -101,7 +102,16 @@ func (r *Runtime) volumesDir(p *state.Pod) string {
 }
 
 func sandboxOf(p *state.Pod) sandboxInfo {
-	return sandboxInfo{PodID: p.ID, NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, PausePID: p.PausePID, Hostname: podHostname(p), HostNetwork: p.HostNetwork, HostIPC: p.HostIPC, HostPID: p.HostPID, SharePID: p.ShareProcNS, CgroupPath: p.CgroupPath, OOMScoreAdjFloor: oomScoreAdjFloor()}
+	return sandboxInfo{PodID: p.ID, NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, PausePID: p.PausePID, Hostname: podHostname(p), HostNetwork: p.HostNetwork, HostIPC: p.HostIPC, HostPID: p.HostPID, SharePID: p.ShareProcNS, Cgroup: podCgroup(p), OOMScoreAdjFloor: oomScoreAdjFloor()}
+}
+
+// podCgroup is where pod p's processes go, as its record says (a record
+// of a podlab before the cgroup drivers: cgroupfs at its CgroupPath).
+func podCgroup(p *state.Pod) cgroups.Pod {
+	if p.Cgroup != nil {
+		return *p.Cgroup
+	}
+	return cgroups.Pod{Driver: cgroups.Cgroupfs, Path: p.CgroupPath}
 }
 
 // oomScoreAdjFloor is this process's proc.OOMScoreAdjFloor, read once; 0
