@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"github.com/podlab/podlab/internal/cgroups"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/runtime/kubelet"
 )
 

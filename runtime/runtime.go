@@ -3,7 +3,6 @@ package runtime
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/podlab/podlab/internal/cgroups"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
@@ -75,6 +75,7 @@ func sandboxConfig(cfg *config.Config) sandbox.Config {
 		NetNSDir:      cfg.NetNSDir,
 		NamespacesDir: cfg.NamespacesDir,
 		CgroupParent:  cfg.CgroupParent,
+		CgroupDriver:  cgroupDriver(cfg),
 		PauseBinary:   cfg.PauseBinary,
 		// Beside the images, on disk, as containerd keeps its pause image.
 		PauseDir: filepath.Join(cfg.ImageDir, "pause"),
@@ -103,6 +104,15 @@ func (r *Runtime) volumesDir(p *state.Pod) string {
 
 func sandboxOf(p *state.Pod) sandboxInfo {
 	return sandboxInfo{PodID: p.ID, NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, PausePID: p.PausePID, Hostname: podHostname(p), HostNetwork: p.HostNetwork, HostIPC: p.HostIPC, HostPID: p.HostPID, SharePID: p.ShareProcNS, Cgroup: podCgroup(p), OOMScoreAdjFloor: oomScoreAdjFloor()}
+}
+
+// cgroupDriver is cfg's cgroup driver (Validate checked it).
+func cgroupDriver(cfg *config.Config) cgroups.Driver {
+	d, err := cgroups.ParseDriver(cfg.CgroupDriver)
+	if err != nil {
+		return cgroups.Cgroupfs
+	}
+	return d
 }
 
 // podCgroup is where pod p's processes go, as its record says (a record

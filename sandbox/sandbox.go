@@ -463,9 +463,10 @@ func removePins(p *state.Pod) error {
 	return errors.Join(errs...)
 }
 
-// cgroupLock serializes creating pod cgroups with removing their shared
-// parent, which would otherwise race (mkdir parent, rmdir parent, mkdir child).
-func (m *Manager) cgroupLock() (func(), error) {
+// CgroupLock serializes creating pod cgroups with removing their shared
+// parent, which would otherwise race (mkdir parent, rmdir parent, mkdir
+// child; a pod slice's start and its parent slice's stop).
+func (m *Manager) CgroupLock() (func(), error) {
 	f, err := os.OpenFile(filepath.Join(m.store.Dir(), "cgroup.lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, err
@@ -478,7 +479,7 @@ func (m *Manager) cgroupLock() (func(), error) {
 }
 
 func (m *Manager) createCgroup(p *state.Pod) error {
-	unlock, err := m.cgroupLock()
+	unlock, err := m.CgroupLock()
 	if err != nil {
 		return err
 	}
@@ -487,7 +488,7 @@ func (m *Manager) createCgroup(p *state.Pod) error {
 }
 
 func (m *Manager) destroyCgroup(p *state.Pod) error {
-	unlock, err := m.cgroupLock()
+	unlock, err := m.CgroupLock()
 	if err != nil {
 		return err
 	}

@@ -135,13 +135,19 @@ func removeSystemd(p Pod, podID string) error {
 	if err := m.Destroy(); err != nil {
 		return fmt.Errorf("stopping pod slice %s: %w", p.Slice, err)
 	}
-	// podlab's parent slice came up with its first pod's (Wants=): stop it
-	// with its last, as cgroupfs removes the parent directory.
-	parentPath, err := ExpandSlice(p.Parent)
-	if err != nil || parentPath == "/" || hasChildren(parentPath) {
+	return StopEmptySlice(p.Parent)
+}
+
+// StopEmptySlice stops slice when no cgroup is left in it: podlab's parent
+// slice came up with its first pod's (Wants=), and goes with its last, as
+// cgroupfs removes the parent directory. The caller serializes it with
+// Create.
+func StopEmptySlice(slice string) error {
+	path, err := ExpandSlice(slice)
+	if err != nil || path == "/" || hasChildren(path) {
 		return nil
 	}
-	return StopUnit(p.Parent)
+	return StopUnit(slice)
 }
 
 // sliceCgroup is the pod's slice as libcontainer's systemd manager makes

@@ -1,6 +1,7 @@
 package cgroups
 
 import (
+	"path"
 	"strings"
 	"testing"
 )
@@ -130,5 +131,28 @@ func TestParseDriver(t *testing.T) {
 	}
 	if _, err := ParseDriver("Systemd"); err == nil {
 		t.Error(`ParseDriver("Systemd"): no error`)
+	}
+}
+
+func TestUnitIDNamesWhatPlacementMade(t *testing.T) {
+	p, err := Placement{Driver: Systemd, Parent: "/podlab"}.Pod(podID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		p.Slice:                      podID,
+		"podlab-" + podID + ".scope": podID, // the pause
+		"podlab-c1.scope":            "c1",  // a container (its OCI cgroupsPath's scope)
+		"podlab.slice":               "",
+		"podlab-other-x.slice":       "",
+		"cri-containerd-c1.scope":    "",
+		"kubepods-pod1.slice":        "",
+	} {
+		if got := UnitID(name); got != want {
+			t.Errorf("UnitID(%q) = %q, want %q", name, got, want)
+		}
+	}
+	if got := path.Base(p.ContainerPath("c1")); UnitID(got) != "c1" {
+		t.Errorf("container scope %s: UnitID %q", got, UnitID(got))
 	}
 }

@@ -16,6 +16,24 @@ import (
 // and the containers' scopes, podlab's pod slices and its parent slice.
 var UnitPatterns = []string{ScopePrefix + "-*.scope", "podlab-*.slice", "podlab.slice"}
 
+// UnitID is the pod or container id in the name of a unit podlab's systemd
+// driver starts: podlab-<id>.scope (a pause or a container) or
+// podlab-pod<id>.slice (a pod podlab placed itself); "" for another unit,
+// podlab's parent slice among them.
+func UnitID(name string) string {
+	if id, ok := strings.CutPrefix(name, ScopePrefix+"-"); ok {
+		if id, ok := strings.CutSuffix(id, ".scope"); ok {
+			return id
+		}
+		if id, ok := strings.CutPrefix(id, "pod"); ok {
+			if id, ok := strings.CutSuffix(id, ".slice"); ok && !strings.Contains(id, "-") {
+				return id
+			}
+		}
+	}
+	return ""
+}
+
 // Unit is a loaded systemd unit.
 type Unit struct {
 	Name, ActiveState string

@@ -68,6 +68,10 @@ func Init() {
 // libcontainer seals the binary with a slow memfd copy instead of an overlay.
 type Runtime struct {
 	Root string
+	// SystemdCgroup: containers' cgroups are systemd scopes, their
+	// linux.cgroupsPath "slice:prefix:name" (runc's --systemd-cgroup,
+	// containerd's SystemdCgroup = true).
+	SystemdCgroup bool
 	// SeccompCache keeps compiled seccomp filters by profile digest
 	// (seccomp_precompile.go); empty: seccomp-cache beside Root.
 	SeccompCache string
@@ -138,7 +142,7 @@ func (r *Runtime) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ *C
 	if spec.Linux != nil && spec.Linux.Seccomp != nil && !SeccompSupported {
 		return nil, fmt.Errorf("creating container %s: %w", id, ErrSeccompNotBuilt)
 	}
-	cfg, err := LibcontainerConfig(id, bundle, spec)
+	cfg, err := LibcontainerConfig(id, bundle, spec, r.SystemdCgroup)
 	if err != nil {
 		return nil, err
 	}
@@ -218,13 +222,15 @@ func (c *Created) Destroy() error {
 }
 
 // LibcontainerConfig is spec as libcontainer runs it: converted by
-// specconv as `runc create` does, its bundle label set to bundle (when not
-// empty). libcontainer.Create validates it (libcontainer/configs/validate).
-func LibcontainerConfig(id, bundle string, spec *specs.Spec) (*configs.Config, error) {
+// specconv as `runc create` does (`runc --systemd-cgroup create` with
+// systemdCgroup), its bundle label set to bundle (when not empty).
+// libcontainer.Create validates it (libcontainer/configs/validate).
+func LibcontainerConfig(id, bundle string, spec *specs.Spec, systemdCgroup bool) (*configs.Config, error) {
 	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
-		CgroupName:   id,
-		NoNewKeyring: true,
-		Spec:         spec,
+		CgroupName:       id,
+		UseSystemdCgroup: systemdCgroup,
+		NoNewKeyring:     true,
+		Spec:             spec,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("converting OCI spec of %s: %w", id, err)

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/podlab/podlab/internal/atomicfile"
+	"github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
@@ -391,7 +392,13 @@ func Main(args []string) int {
 			status.Close()
 			return err
 		}
-		s := &Shim{Store: store, OCI: &oci.Runtime{Root: *ociRoot}, Seal: oci.WatchSeal()}
+		// The pod's record says which cgroup driver made its cgroups; its
+		// containers' scopes go in its slice with the systemd one.
+		rt := &oci.Runtime{Root: *ociRoot}
+		if p, err := store.Get(*podID); err == nil && p.Cgroup != nil && p.Cgroup.Driver == cgroups.Systemd {
+			rt.SystemdCgroup = true
+		}
+		s := &Shim{Store: store, OCI: rt, Seal: oci.WatchSeal()}
 		return s.ServeTasks(*podID, *serve, status)
 	}()
 	if err != nil {
