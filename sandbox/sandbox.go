@@ -115,7 +115,7 @@ func (m *Manager) Cgroup(p *state.Pod) cgroups.Pod {
 	if p.Cgroup != nil {
 		return *p.Cgroup
 	}
-	return cgroups.Pod{Driver: cgroups.Cgroupfs, Path: p.CgroupPath, Parent: m.Config.CgroupParent, Owned: true}
+	return cgroups.Pod{Driver: cgroups.Cgroupfs, Path: p.CgroupPath, Parent: m.Config.CgroupParent, Owned: true, SharedParent: true}
 }
 
 // Spec is what a sandbox is made from: the fields of a CRI

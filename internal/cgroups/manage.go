@@ -107,11 +107,14 @@ func Remove(p Pod, podID string) error {
 	// one (hybrid hosts have named and unified hierarchies beside v1).
 	var errs []error
 	for _, mnt := range mounts() {
-		for _, dir := range []string{p.PausePath(podID), p.Path, p.Parent} {
+		for _, dir := range []string{p.PausePath(podID), p.Path} {
 			err := os.Remove(filepath.Join(mnt, dir))
-			if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, os.ErrInvalid) && dir != p.Parent {
+			if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, os.ErrInvalid) {
 				errs = append(errs, err)
 			}
+		}
+		if p.SharedParent {
+			os.Remove(filepath.Join(mnt, p.Parent)) // fails while another pod is in it
 		}
 	}
 	return errors.Join(errs...)
@@ -134,6 +137,9 @@ func removeSystemd(p Pod, podID string) error {
 	}
 	if err := m.Destroy(); err != nil {
 		return fmt.Errorf("stopping pod slice %s: %w", p.Slice, err)
+	}
+	if !p.SharedParent {
+		return nil
 	}
 	return StopEmptySlice(p.Parent)
 }

@@ -33,6 +33,9 @@ type Pod struct {
 	// driver: the pod's slice is the kubelet's pod slice, as containerd and
 	// CRI-O use it).
 	Owned bool `json:"owned,omitempty"`
+	// SharedParent: Parent is podlab's own, shared by the pods placed
+	// there without a cgroup_parent, and goes with the last of them.
+	SharedParent bool `json:"sharedParent,omitempty"`
 }
 
 // Placement places pods on one host: the driver and podlab's own
@@ -74,7 +77,7 @@ func (pl Placement) Pod(podID, criParent string) (Pod, error) {
 	default:
 		return Pod{}, fmt.Errorf("%q is neither a clean absolute cgroup path below the root nor a systemd slice name", criParent)
 	}
-	return Pod{Driver: Cgroupfs, Path: path.Join(parent, podID), Parent: parent, Owned: true}, nil
+	return Pod{Driver: Cgroupfs, Path: path.Join(parent, podID), Parent: parent, Owned: true, SharedParent: criParent == ""}, nil
 }
 
 func (pl Placement) systemdPod(podID, criParent string) (Pod, error) {
@@ -91,7 +94,7 @@ func (pl Placement) systemdPod(podID, criParent string) (Pod, error) {
 		if err != nil {
 			return Pod{}, err
 		}
-		return Pod{Driver: Systemd, Path: p, Slice: slice, Parent: parent, Owned: true}, nil
+		return Pod{Driver: Systemd, Path: p, Slice: slice, Parent: parent, Owned: true, SharedParent: true}, nil
 	}
 	slice := path.Base(criParent)
 	if !isSliceName(slice) {

@@ -42,7 +42,7 @@ func TestCgroupfsPlacement(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Pod(%q): %v", tc.criParent, err)
 		}
-		if p.Path != tc.path || p.Parent != tc.parent || !p.Owned || p.Driver != Cgroupfs {
+		if p.Path != tc.path || p.Parent != tc.parent || !p.Owned || p.Driver != Cgroupfs || p.SharedParent != (tc.criParent == "") {
 			t.Errorf("Pod(%q) = %+v, want path %s parent %s, owned", tc.criParent, p, tc.path, tc.parent)
 		}
 		if got, want := p.PausePath(podID), tc.path+"/pause"; got != want {
@@ -71,7 +71,7 @@ func TestSystemdPlacement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Pod{Driver: Systemd, Path: "/podlab.slice/podlab-pod" + podID + ".slice", Slice: "podlab-pod" + podID + ".slice", Parent: "podlab.slice", Owned: true}
+	want := Pod{Driver: Systemd, Path: "/podlab.slice/podlab-pod" + podID + ".slice", Slice: "podlab-pod" + podID + ".slice", Parent: "podlab.slice", Owned: true, SharedParent: true}
 	if p != want {
 		t.Errorf("own pod: %+v, want %+v", p, want)
 	}
