@@ -248,7 +248,7 @@ func (r *Runtime) sweepUnits(ctx context.Context, verb string, dryRun bool) ([]s
 	var errs []error
 	for _, u := range units {
 		id := cgroups.UnitID(u.Name)
-		if id == "" || known[id] || r.Store.HasContainer(id) {
+		if id == "" || u.ActiveState == "inactive" || known[id] || r.Store.HasContainer(id) {
 			continue
 		}
 		if !dryRun {

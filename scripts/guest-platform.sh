@@ -38,7 +38,9 @@ trap 'rm -rf "$work"' EXIT
 conf=$work/config.yaml
 echo "cgroupDriver: systemd" > "$conf"
 podlab() { sudo bin/podlab --config "$conf" "$@"; }
-units() { systemctl list-units --all --no-legend --plain 'podlab*' | awk '{print $1}'; }
+# Active, activating or failed units (a stopped transient unit may stay
+# loaded, inactive, until systemd's next garbage collection).
+units() { systemctl list-units --no-legend --plain 'podlab*' | awk '{print $1}'; }
 leakcheck() { sudo bin/leakcheck -settle 10s || fail "leak check: see the leak: lines above"; }
 nothing_left() {
   local left

@@ -315,7 +315,7 @@ func (h Host) cgroupParents() []string {
 }
 
 // systemdUnits lists the units podlab's systemd cgroup driver starts
-// (cgroups.UnitPatterns) that systemd still has loaded: pod slices,
+// (cgroups.UnitPatterns) that are active, activating or failed: pod slices,
 // scopes of pauses and containers, podlab's parent slice. None where
 // systemd is not running.
 func systemdUnits() ([]Leak, error) {
@@ -327,14 +327,19 @@ func systemdUnits() ([]Leak, error) {
 	units, err := cgroups.Units(ctx, cgroups.UnitPatterns)
 	var leaks []Leak
 	for _, u := range units {
-		leaks = append(leaks, Leak{KindSystemdUnit, u.Name + " (" + u.ActiveState + ")"})
+		// A stopped transient unit stays loaded, inactive, until systemd's
+		// next garbage collection: it holds nothing. A failed one is kept.
+		if u.ActiveState != "inactive" {
+			leaks = append(leaks, Leak{KindSystemdUnit, u.Name + " (" + u.ActiveState + ")"})
+		}
 	}
 	return leaks, err
 }
 
-// cgroups lists CgroupParent (and its slice) and everything below it in every mounted
-// cgroup hierarchy: the v1 controllers and named ones, and the v2 one,
-// beside them (hybrid) or alone (pure v2). Each cgroup is one leak naming
+// cgroups lists CgroupParent (and its slice) and everything below it in
+// every mounted cgroup hierarchy: the v1 controllers and named ones, and
+// the v2 one, beside them (hybrid) or alone (pure v2). Each cgroup is one
+// leak naming
 // the hierarchies (by mount point) that hold it; a hierarchy mounted twice
 // is looked at once.
 func (h Host) cgroups(mounts []*mountinfo.Info) ([]Leak, error) {
