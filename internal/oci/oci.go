@@ -24,6 +24,7 @@ import (
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	podcg "github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/internal/proc"
 )
 
@@ -190,7 +191,7 @@ func (r *Runtime) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ *C
 			return nil, fmt.Errorf("creating container %s: restoring its seccomp profile: %w", id, err)
 		}
 	}
-	return &Created{Pid: st.InitProcessPid, c: c, p: p, oomFile: oomFile(st.CgroupPaths)}, nil
+	return &Created{Pid: st.InitProcessPid, c: c, p: p, oomFile: podcg.OOMFile(st.CgroupPaths)}, nil
 }
 
 // Start lets the init exec the user's process (`runc start`). On error the
