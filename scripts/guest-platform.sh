@@ -29,19 +29,18 @@ t=$(now)
 if [ ! -x bin/podlab ] || ! sudo bin/podlab image ls 2>/dev/null | grep -q '^busybox'; then
   sudo scripts/setup.sh demo >/dev/null
 fi
-# The leak check, built once (the Go caches are warm).
-go build -o bin/leakcheck ./test/leakcheck
-say "setup: $(since "$t") s"
-
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# The leak check, built once (the Go caches are warm; bin/ is root's).
+go build -o "$work/leakcheck" ./test/leakcheck
+say "setup: $(since "$t") s"
 conf=$work/config.yaml
 echo "cgroupDriver: systemd" > "$conf"
 podlab() { sudo bin/podlab --config "$conf" "$@"; }
 # Active, activating or failed units (a stopped transient unit may stay
 # loaded, inactive, until systemd's next garbage collection).
 units() { systemctl list-units --no-legend --plain 'podlab*' | awk '{print $1}'; }
-leakcheck() { sudo bin/leakcheck -settle 10s || fail "leak check: see the leak: lines above"; }
+leakcheck() { sudo "$work/leakcheck" -settle 10s || fail "leak check: see the leak: lines above"; }
 nothing_left() {
   local left
   left=$(units)
