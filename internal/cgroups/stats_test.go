@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestFlatKey(t *testing.T) {
@@ -44,5 +45,43 @@ func TestOOMKills(t *testing.T) {
 	}
 	if got := OOMKills(""); got != 0 {
 		t.Errorf("no memory cgroup: %d", got)
+	}
+}
+
+// TestOOMWatchKeepsTheCountPastTheFile: the count seen while the file
+// was there stays once it is gone, as a systemd scope's memory.events
+// goes with the scope when its last process exits.
+func TestOOMWatchKeepsTheCountPastTheFile(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "memory.events")
+	if err := os.WriteFile(f, []byte("oom 0\noom_kill 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := WatchOOM(f)
+	defer w.Close()
+	if w.f == nil {
+		t.Fatal("no inotify watch on a regular file")
+	}
+	if err := os.WriteFile(f, []byte("oom 1\noom_kill 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the watch to see the change (not reading the file here).
+	seen := func() uint64 { w.mu.Lock(); defer w.mu.Unlock(); return w.kills }
+	for deadline := time.Now().Add(time.Minute); seen() != 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the watch saw %d kills after a minute, want 2", seen())
+		}
+	}
+	if err := os.Remove(f); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Kills(); got != 2 {
+		t.Errorf("Kills after the file went: %d, want 2", got)
+	}
+	w.Close()
+	if got := w.Kills(); got != 2 {
+		t.Errorf("Kills after Close: %d, want 2", got)
+	}
+	if got := WatchOOM("").Kills(); got != 0 {
+		t.Errorf("no memory cgroup: %d kills", got)
 	}
 }

@@ -128,10 +128,10 @@ func (p *Process) Wait() (int, error) {
 // cgroup, mounts, createRuntime and createContainer hooks) and waits to
 // exec the user's process: `runc create` done, `runc start` not yet.
 type Created struct {
-	Pid     int
-	c       *libcontainer.Container
-	p       *libcontainer.Process
-	oomFile string // see OOMKilled
+	Pid int
+	c   *libcontainer.Container
+	p   *libcontainer.Process
+	oom *podcg.OOMWatch // see OOMKilled
 }
 
 // Create is the first half of Start, as `runc create` is: on error nothing
@@ -191,7 +191,7 @@ func (r *Runtime) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ *C
 			return nil, fmt.Errorf("creating container %s: restoring its seccomp profile: %w", id, err)
 		}
 	}
-	return &Created{Pid: st.InitProcessPid, c: c, p: p, oomFile: podcg.OOMFile(st.CgroupPaths)}, nil
+	return &Created{Pid: st.InitProcessPid, c: c, p: p, oom: podcg.WatchOOM(podcg.OOMFile(st.CgroupPaths))}, nil
 }
 
 // Start lets the init exec the user's process (`runc start`). On error the
@@ -208,6 +208,7 @@ func (c *Created) Start() (*Process, error) {
 // whose init has exited and been waited for (Process.Wait); libcontainer
 // refuses while it runs.
 func (c *Created) DestroyExited() error {
+	c.oom.Close()
 	if err := c.c.Destroy(); err != nil {
 		return fmt.Errorf("destroying container %s: %w", c.c.ID(), err)
 	}
@@ -217,6 +218,7 @@ func (c *Created) DestroyExited() error {
 // Destroy kills the waiting init, reaps it, and removes the container's
 // cgroup and libcontainer state.
 func (c *Created) Destroy() error {
+	c.oom.Close()
 	c.c.Signal(syscall.SIGKILL)
 	c.p.Wait()
 	return c.c.Destroy()

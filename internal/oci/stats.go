@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	"github.com/opencontainers/cgroups"
-
-	podcg "github.com/podlab/podlab/internal/cgroups"
 )
 
 // Usage is what the kubelet's summary API and the CRI ContainerStats ask
@@ -67,7 +65,9 @@ func usageOf(s *cgroups.Stats, v2 bool) Usage {
 
 // OOMKilled reports whether the kernel's OOM killer killed a process of
 // the container's cgroup, from the oom_kill count of memory.events (v2)
-// or memory.oom_control (v1). Read it before the cgroup is removed.
+// or memory.oom_control (v1), as watched since the container was created
+// (cgroups.OOMWatch: with the systemd driver the file goes with the
+// container's scope when its last process exits).
 func (c *Created) OOMKilled() bool {
-	return podcg.OOMKills(c.oomFile) > 0
+	return c.oom.Kills() > 0
 }
