@@ -17,6 +17,7 @@ import (
 	"github.com/podlab/podlab/internal/cleanup"
 	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/failpoint"
+	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
@@ -140,7 +141,7 @@ func (r *Runtime) spawnTaskShim(p *state.Pod, rec *trace.Recorder) (wait func(*s
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pid, start, err = shim.Spawn(bin, stateDir, ociRoot, id, socket)
+		pid, start, err = shim.Spawn(bin, stateDir, id, socket, oci.RuntimeConfig{Root: ociRoot})
 		if err != nil {
 			err = fmt.Errorf("starting the pod's shim: %w", err)
 		}

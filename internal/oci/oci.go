@@ -63,7 +63,8 @@ func Init() {
 	runtime.LockOSThread()
 }
 
-// Runtime manages containers whose libcontainer state lives under Root.
+// Runtime is the libcontainer backend, in process (the default handler):
+// it manages containers whose libcontainer state lives under Root.
 // Root must not be inside the directory of the running binary, or
 // libcontainer seals the binary with a slow memfd copy instead of an overlay.
 type Runtime struct {
@@ -96,16 +97,18 @@ func (s Stdio) apply(p *libcontainer.Process) {
 	p.Stdin, p.Stdout, p.Stderr = orNull(s.Stdin), orNull(s.Stdout), orNull(s.Stderr)
 }
 
-// Process is a started container init, waitable by the process that
-// started it (its parent).
-type Process struct {
-	Pid  int
+// libcontainerProcess is a started container process, waitable by the
+// process that started it (its parent).
+type libcontainerProcess struct {
+	pid  int
 	proc *libcontainer.Process
 }
 
+func (p *libcontainerProcess) Pid() int { return p.pid }
+
 // Wait waits for the init to exit and returns its exit code (128+signal
 // for a signal, as shells and kubelet report it).
-func (p *Process) Wait() (int, error) {
+func (p *libcontainerProcess) Wait() (int, error) {
 	if pid, err := p.proc.Pid(); err == nil {
 		proc.AwaitExit(pid) // in the netpoller, not in wait(2)
 	}
@@ -123,7 +126,7 @@ func (p *Process) Wait() (int, error) {
 // cgroup, mounts, createRuntime and createContainer hooks) and waits to
 // exec the user's process: `runc create` done, `runc start` not yet.
 type Created struct {
-	Pid     int
+	pid     int
 	c       *libcontainer.Container
 	p       *libcontainer.Process
 	oomFile string // see OOMKilled
@@ -131,7 +134,7 @@ type Created struct {
 
 // Create is the first half of Start, as `runc create` is: on error nothing
 // is left behind.
-func (r *Runtime) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ *Created, retErr error) {
+func (r *Runtime) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ Container, retErr error) {
 	if spec.Root == nil || !filepath.IsAbs(spec.Root.Path) {
 		return nil, errors.New("oci: spec.root.path must be absolute")
 	}
@@ -186,18 +189,21 @@ func (r *Runtime) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ *C
 			return nil, fmt.Errorf("creating container %s: restoring its seccomp profile: %w", id, err)
 		}
 	}
-	return &Created{Pid: st.InitProcessPid, c: c, p: p, oomFile: oomFile(st.CgroupPaths)}, nil
+	return &Created{pid: st.InitProcessPid, c: c, p: p, oomFile: oomFile(st.CgroupPaths)}, nil
 }
 
 // Start lets the init exec the user's process (`runc start`). On error the
 // container is destroyed.
-func (c *Created) Start() (*Process, error) {
+func (c *Created) Start() (Process, error) {
 	if err := c.c.Exec(); err != nil {
 		c.Destroy()
 		return nil, fmt.Errorf("starting container %s: %w", c.c.ID(), err)
 	}
-	return &Process{Pid: c.Pid, proc: c.p}, nil
+	return &libcontainerProcess{pid: c.pid, proc: c.p}, nil
 }
+
+func (c *Created) ID() string { return c.c.ID() }
+func (c *Created) Pid() int   { return c.pid }
 
 // DestroyExited removes the cgroup and libcontainer state of a container
 // whose init has exited and been waited for (Process.Wait); libcontainer
@@ -318,7 +324,7 @@ func (r *Runtime) Exec(id string, sp *specs.Process, stdio Stdio) (int, error) {
 		p.Wait()
 		return -1, fmt.Errorf("exec in container %s: %w", id, err)
 	}
-	return (&Process{proc: p}).Wait()
+	return (&libcontainerProcess{proc: p}).Wait()
 }
 
 // Stop sends SIGTERM, waits up to grace for the init to exit, then SIGKILLs
