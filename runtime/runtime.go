@@ -48,6 +48,8 @@ type Runtime struct {
 	// container ID), from which the next ContainerStats computes
 	// usage_nano_cores.
 	cpuSamples sync.Map
+	// handlerChecks holds a *handlerCheck by runtime handler name.
+	handlerChecks sync.Map
 }
 
 // New opens the state store, the sandbox manager and the image store.

@@ -53,7 +53,7 @@ table on stderr.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			resp, err := rt.RunPodSandbox(trace.WithRecorder(ctx, rec), &runtimeapi.RunPodSandboxRequest{Config: cfg})
+			resp, err := rt.RunPodSandbox(trace.WithRecorder(ctx, rec), &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: kubelet.RuntimeHandler(mf.Pod)})
 			if traceJSON != "" {
 				if werr := writeChromeTrace(traceJSON, mf.Pod.Name, rec.Spans()); werr != nil && err == nil {
 					err = werr

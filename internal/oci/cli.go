@@ -512,9 +512,10 @@ func (p *cliProcess) Signal(sig os.Signal) error {
 }
 
 // Probe creates and deletes a minimal container (an empty root, in a
-// cgroup under cgroupParent) to learn whether the runtime works on this
-// host: crun 1.8.1, for one, refuses a hybrid cgroup layout (v1
-// controllers beside a v2 mount). The error is the runtime's own.
+// cgroup beside cgroupParent, so that it makes no parent to leave
+// behind) to learn whether the runtime works on this host: crun 1.8.1,
+// for one, refuses a hybrid cgroup layout (v1 controllers beside a v2
+// mount). The error is the runtime's own.
 func (r *CLI) Probe(cgroupParent string) (retErr error) {
 	if err := os.MkdirAll(r.Root, 0o700); err != nil {
 		return err
@@ -529,7 +530,7 @@ func (r *CLI) Probe(cgroupParent string) (retErr error) {
 			return err
 		}
 	}
-	id := "podlab-probe-" + filepath.Base(dir)
+	id := "podlab-" + filepath.Base(dir) // podlab-probe-NNN
 	spec := &specs.Spec{
 		Version: specs.Version,
 		Root:    &specs.Root{Path: filepath.Join(dir, "rootfs"), Readonly: true},
@@ -537,7 +538,7 @@ func (r *CLI) Probe(cgroupParent string) (retErr error) {
 		Process: &specs.Process{Args: []string{"/proc/self/exe"}, Cwd: "/"},
 		Mounts:  []specs.Mount{{Destination: "/proc", Type: "proc", Source: "proc"}},
 		Linux: &specs.Linux{
-			CgroupsPath: filepath.Join(cgroupParent, id),
+			CgroupsPath: filepath.Join(filepath.Dir(cgroupParent), id),
 			Namespaces:  []specs.LinuxNamespace{{Type: specs.PIDNamespace}, {Type: specs.MountNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace}},
 		},
 	}
