@@ -275,22 +275,6 @@ func processFromSpec(sp *specs.Process) *libcontainer.Process {
 	return p
 }
 
-// Signal sends sig to the container's init. A container that does not exist
-// or is not running is not an error.
-func (r *Runtime) Signal(id string, sig os.Signal) error {
-	c, err := libcontainer.Load(r.Root, id)
-	if errors.Is(err, libcontainer.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("loading container %s: %w", id, err)
-	}
-	if err := c.Signal(sig); err != nil && !notRunning(err) {
-		return fmt.Errorf("signalling container %s: %w", id, err)
-	}
-	return nil
-}
-
 // Status returns libcontainer's view of the container ("stopped" when it
 // does not exist).
 func (r *Runtime) Status(id string) (string, error) {
@@ -306,25 +290,6 @@ func (r *Runtime) Status(id string) (string, error) {
 		return "", err
 	}
 	return s.String(), nil
-}
-
-// Exec runs an extra process in a running container (like runc exec) as
-// described by sp (args, env, cwd, user) and returns its exit code.
-func (r *Runtime) Exec(id string, sp *specs.Process, stdio Stdio) (int, error) {
-	c, err := libcontainer.Load(r.Root, id)
-	if err != nil {
-		return -1, fmt.Errorf("loading container %s: %w", id, err)
-	}
-	p := processFromSpec(sp)
-	if p.Cwd == "" {
-		p.Cwd = "/"
-	}
-	p.Stdin, p.Stdout, p.Stderr = orNull(stdio.Stdin), orNull(stdio.Stdout), orNull(stdio.Stderr)
-	if err := c.Run(p); err != nil {
-		p.Wait()
-		return -1, fmt.Errorf("exec in container %s: %w", id, err)
-	}
-	return (&libcontainerProcess{proc: p}).Wait()
 }
 
 // Stop sends SIGTERM, waits up to grace for the init to exit, then SIGKILLs
@@ -395,24 +360,6 @@ func (r *Runtime) Delete(id string) error {
 		return fmt.Errorf("destroying container %s: %w", id, err)
 	}
 	return nil
-}
-
-// List returns the ids of containers with state under Root.
-func (r *Runtime) List() ([]string, error) {
-	entries, err := os.ReadDir(r.Root)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var ids []string
-	for _, e := range entries {
-		if e.IsDir() {
-			ids = append(ids, e.Name())
-		}
-	}
-	return ids, nil
 }
 
 // notRunning reports errors that mean the process is already gone: a
