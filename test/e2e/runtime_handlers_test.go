@@ -165,6 +165,11 @@ spec:
 	if strings.Contains(r.stderr, "runtimeClassName") {
 		t.Errorf("run warned about runtimeClassName:\n%s", r.stderr)
 	}
+	r = podlab(t, "", "pods", "-o", "json")
+	var pods []struct{ Name, RuntimeHandler string }
+	if err := json.Unmarshal([]byte(r.stdout), &pods); err != nil || len(pods) != 1 || pods[0].RuntimeHandler != "runc" {
+		t.Errorf("pods -o json: %v\n%s", err, r.stdout)
+	}
 	r = podlab(t, "", "ps", "-o", "json")
 	var ctrs []struct{ ID, State string }
 	if err := json.Unmarshal([]byte(r.stdout), &ctrs); err != nil || len(ctrs) != 1 || ctrs[0].State != "Running" {
