@@ -12,6 +12,10 @@
 #                                [--benchmark] [--containerd16]
 #                                [--no-doc] [--target FILE] [--podlab BIN]
 #                                [--benchmark-only] [--rounds N]
+#                                [--runtime-handler NAME]
+#
+# --runtime-handler NAME runs podlab's pods with that CRI runtime handler
+# (critest -runtime-handler: runc, crun; see README, Runtime handlers).
 #
 # --containerd16 also runs Debian's containerd 1.6 (apt), the previous
 # peer, as a second column of the counts (and of the benchmark rounds);
@@ -32,7 +36,7 @@ REPO=$PWD
 . scripts/peers/lib.sh
 export PATH=$PATH:/usr/local/go/bin
 
-ONLY="" BENCH=0 VALIDATE=1 DOC=1 TARGET=test/critest-target PODLAB=$REPO/bin/podlab ROUNDS=3 CTD16=0
+ONLY="" BENCH=0 VALIDATE=1 DOC=1 TARGET=test/critest-target PODLAB=$REPO/bin/podlab ROUNDS=3 CTD16=0 HANDLER=""
 while [ $# -gt 0 ]; do
   case $1 in
     --only) ONLY=${2:?}; shift;;
@@ -43,6 +47,7 @@ while [ $# -gt 0 ]; do
     --target) TARGET=${2:?}; shift;;
     --podlab) PODLAB=${2:?}; shift;;
     --rounds) ROUNDS=${2:?}; shift;;
+    --runtime-handler) HANDLER=${2:?}; shift;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;;
     *) echo "critest: unknown argument $1" >&2; exit 2;;
   esac
@@ -282,6 +287,7 @@ run_critest() {
   # NRI's specs run where the runtime serves NRI: containerd 2.4 only
   # (podlab has no NRI yet, containerd 1.6's is off).
   [ -z "$NRI_SOCK" ] || args+=(-nri-socket "$NRI_SOCK")
+  [ -z "$HANDLER" ] || [ "$rt" != podlab ] || args+=(-runtime-handler "$HANDLER")
   local t0=$SECONDS rc=0 from=0
   if [ "$mode" = benchmark ]; then
     log=$OUT/$rt-benchmark.log

@@ -321,16 +321,15 @@ func waitUntil(timeout time.Duration, done func() bool) bool {
 // cliContainer is a container this process created with a runtime
 // binary, and whose init it inherited.
 type cliContainer struct {
-	r               *CLI
-	id, bundle      string
-	logFile         string
-	pid             int
-	ownPIDNS        bool
-	cgroup          cgroups.Manager
-	oomFileOnce     sync.Once
-	oomFile         string
-	init            *cliProcess
-	startedOrKilled bool
+	r           *CLI
+	id, bundle  string
+	logFile     string // the runtime's log of create and exec (JSON lines)
+	pid         int
+	ownPIDNS    bool
+	cgroup      cgroups.Manager
+	oomFileOnce sync.Once
+	oomFile     string
+	init        *cliProcess // set by Start
 }
 
 func (c *cliContainer) ID() string { return c.id }
