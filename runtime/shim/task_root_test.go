@@ -175,9 +175,14 @@ func (tt *taskTest) bundle(id, script string) (string, *specs.Process) {
 	return bundle, spec.Process
 }
 
-// cgroupDirs lists the test's cgroup parent in every hierarchy.
+// cgroupDirs lists the test's cgroup parent in every hierarchy (v1, v2
+// beside it, or v2 alone).
 func (tt *taskTest) cgroupDirs() []string {
-	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", strings.TrimPrefix(tt.cgroupBase, "/")))
+	rel := strings.TrimPrefix(tt.cgroupBase, "/")
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", rel))
+	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", rel)); err == nil {
+		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", rel))
+	}
 	return dirs
 }
 
