@@ -83,6 +83,15 @@ events.`,
 				// others from being served: it stays for gc or a client.
 				log.Warn("recovery left work undone", "error", err)
 			}
+			// NRI's plugins synchronize with the recovered pods; it stops
+			// (plugins disconnected, socket removed) when serving ends.
+			if err := rt.StartNRI(); err != nil {
+				return err
+			}
+			defer rt.StopNRI()
+			if rt.NRI != nil {
+				log.Info("NRI enabled", "socket", rt.NRI.SocketPath())
+			}
 			srv := cri.NewServer(rt, rt, log).RecordCallsTo(rt.NewCallLog())
 			if streamingAddr == "" {
 				streamingAddr = cfg.StreamingAddress
