@@ -99,6 +99,8 @@ type Change struct {
 	Value string `json:"value,omitempty"`
 	// Removed: the plugin removed the item.
 	Removed bool `json:"removed,omitempty"`
+	// ReadOnly: a mount the plugin made read-only.
+	ReadOnly bool `json:"readOnly,omitempty"`
 	// Overrides is what the spec held before the plugins (the CRI
 	// client's, or podlab's runtime point): a plugin replaced a value the
 	// user or the kubelet gave, as podlab's env policy reports an override.
@@ -161,7 +163,7 @@ func changesOf(plugin string, a *api.ContainerAdjustment, env, mounts map[string
 			add(Change{Kind: "mount", Item: dst, Removed: true, Overrides: mounts[dst]})
 			continue
 		}
-		add(Change{Kind: "mount", Item: m.Destination, Value: m.Source, Overrides: mounts[m.Destination]})
+		add(Change{Kind: "mount", Item: m.Destination, Value: m.Source, ReadOnly: slices.Contains(m.Options, "ro"), Overrides: mounts[m.Destination]})
 	}
 	for _, k := range sortedKeys(a.Annotations) {
 		if key, removed := api.IsMarkedForRemoval(k); removed {

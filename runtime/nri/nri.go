@@ -230,6 +230,13 @@ func (a *API) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api
 	calls := a.calls.end()
 	a.state[ctr.Id] = created
 	if err != nil {
+		// The adaptation names the plugins of a conflict, not the one
+		// that failed: its call says.
+		for _, c := range calls {
+			if c.Err != "" {
+				return nil, calls, fmt.Errorf("nri: CreateContainer: plugin %s: %w", c.Plugin, err)
+			}
+		}
 		return nil, calls, fmt.Errorf("nri: CreateContainer: %w", err)
 	}
 	a.apply(resp.Update, resp.Evict)
