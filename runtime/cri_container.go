@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/containerd/continuity/fs"
+	"github.com/containerd/nri/pkg/api"
 	securejoin "github.com/cyphar/filepath-securejoin"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/protobuf/proto"
@@ -138,7 +139,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	end = rec.StartChild(op, "ctr "+md.Name+" config")
 	// NRI's plugins hear of a creation that fails after they adjusted it.
 	undo.Add("undoing NRI CreateContainer", func() error {
-		r.NRI.UndoCreateContainer(context.Background(), nri.Pod(p), nri.Container(p, &ctr, nil))
+		if r.NRI.Active() {
+			r.NRI.UndoCreateContainer(context.Background(), nri.Pod(p), nri.Container(p, &ctr, nil))
+		}
 		return nil
 	})
 	err = r.containerSpec(ctx, p, &ctr, cfg, img, rootfsPath, rec, op)
@@ -185,7 +188,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, err
 	}
 	undo = cleanup.List{}
-	if c := p.Container(ctr.ID); c != nil {
+	if c := p.Container(ctr.ID); c != nil && r.NRI.Active() {
 		logNRI(r.NRI.PostCreateContainer(ctx, nri.Pod(p), nriContainer(p, c)), "PostCreateContainer", "container", ctr.ID)
 	}
 	return &runtimeapi.CreateContainerResponse{ContainerId: ctr.ID}, nil
@@ -653,7 +656,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	op := "StartContainer " + c.Name
 	end := rec.Start(op)
 	var st shim.StartResponse
-	if r.NRI != nil {
+	if r.NRI.Active() {
 		endNRI := rec.StartChild(op, "ctr "+c.Name+" nri")
 		err = r.NRI.StartContainer(ctx, nri.Pod(p), nriContainer(p, c))
 		endNRI(err)
@@ -687,7 +690,9 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	if err := r.Store.Save(p); err != nil {
 		return nil, err
 	}
-	logNRI(r.NRI.PostStartContainer(ctx, nri.Pod(p), nriContainer(p, c)), "PostStartContainer", "container", c.ID)
+	if r.NRI.Active() {
+		logNRI(r.NRI.PostStartContainer(ctx, nri.Pod(p), nriContainer(p, c)), "PostStartContainer", "container", c.ID)
+	}
 	r.nriWatchExit(p, *c)
 	return &runtimeapi.StartContainerResponse{}, nil
 }
@@ -709,7 +714,9 @@ func (r *Runtime) StopContainer(ctx context.Context, req *runtimeapi.StopContain
 	if err := r.Store.Save(p); err != nil {
 		return nil, err
 	}
-	logNRI(r.NRI.StopContainer(ctx, nri.Pod(p), nriContainer(p, c)), "StopContainer", "container", c.ID)
+	if r.NRI.Active() {
+		logNRI(r.NRI.StopContainer(ctx, nri.Pod(p), nriContainer(p, c)), "StopContainer", "container", c.ID)
+	}
 	return &runtimeapi.StopContainerResponse{}, nil
 }
 
@@ -746,12 +753,17 @@ func (r *Runtime) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveCon
 	if err := r.stopTask(ctx, p, c, 0); err != nil {
 		return nil, err
 	}
-	ctr := nriContainer(p, c)
-	logNRI(r.NRI.StopContainer(ctx, nri.Pod(p), ctr), "StopContainer", "container", c.ID)
+	var ctr *api.Container
+	if r.NRI.Active() {
+		ctr = nriContainer(p, c)
+		logNRI(r.NRI.StopContainer(ctx, nri.Pod(p), ctr), "StopContainer", "container", c.ID)
+	}
 	if err := r.deleteTaskContainer(p, c); err != nil {
 		return nil, err
 	}
-	logNRI(r.NRI.RemoveContainer(ctx, nri.Pod(p), ctr), "RemoveContainer", "container", ctr.Id)
+	if ctr != nil {
+		logNRI(r.NRI.RemoveContainer(ctx, nri.Pod(p), ctr), "RemoveContainer", "container", ctr.Id)
+	}
 	return &runtimeapi.RemoveContainerResponse{}, nil
 }
 
@@ -1052,7 +1064,7 @@ func (r *Runtime) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 
 // updateContainerResources is UpdateContainerResources, asking NRI's
 // plugins first unless the update is theirs.
-func (r *Runtime) updateContainerResources(ctx context.Context, req *runtimeapi.UpdateContainerResourcesRequest, askNRI bool) (*runtimeapi.UpdateContainerResourcesResponse, error) {
+func (r *Runtime) updateContainerResources(ctx context.Context, req *runtimeapi.UpdateContainerResourcesRequest, askNRI bool) (_ *runtimeapi.UpdateContainerResourcesResponse, retErr error) {
 	p, c, lock, err := r.lockedContainer(req.GetContainerId())
 	if err != nil {
 		return nil, err
@@ -1066,7 +1078,7 @@ func (r *Runtime) updateContainerResources(ctx context.Context, req *runtimeapi.
 	if lr == nil {
 		return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 	}
-	if askNRI && r.NRI != nil {
+	if askNRI && r.NRI.Active() {
 		pod, ctr := nri.Pod(p), nriContainer(p, c)
 		res, err := r.NRI.UpdateContainer(ctx, pod, ctr, nriResources(lr))
 		if err != nil {
@@ -1075,7 +1087,11 @@ func (r *Runtime) updateContainerResources(ctx context.Context, req *runtimeapi.
 		if res != nil {
 			lr = criResourcesOf(res)
 		}
-		defer func() { logNRI(r.NRI.PostUpdateContainer(ctx, pod, ctr), "PostUpdateContainer", "container", c.ID) }()
+		defer func() {
+			if retErr == nil {
+				logNRI(r.NRI.PostUpdateContainer(ctx, pod, ctr), "PostUpdateContainer", "container", c.ID)
+			}
+		}()
 	}
 	if lr, err = enforceable(lr, c.Name); err != nil {
 		return nil, err

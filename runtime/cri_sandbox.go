@@ -110,7 +110,7 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 
 	// NRI's plugins see the pod before any client does: it is Creating
 	// (unlisted, not ready) until they answered; one that fails fails it.
-	if r.NRI != nil {
+	if r.NRI.Active() {
 		end = rec.StartChild("RunPodSandbox", "nri")
 		err = r.NRI.RunPodSandbox(ctx, nri.Pod(p))
 		end(err)
@@ -118,6 +118,7 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 			return nil, err
 		}
 		undo.Add("telling NRI the pod is gone", func() error {
+			logNRI(r.nriStopPod(context.Background(), p), "StopPodSandbox", "pod", p.Key())
 			r.nriRemovePod(context.Background(), p, nil)
 			return nil
 		})

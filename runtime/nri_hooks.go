@@ -33,6 +33,19 @@ func (r *Runtime) StartNRI() error {
 		return err
 	}
 	r.NRI = a
+	// Containers that run from before this server: plugins hear when
+	// they exit, as of those it starts.
+	pods, _, err := r.Store.List()
+	for _, p := range pods {
+		for i := range p.Containers {
+			if c := p.Containers[i]; c.State == ContainerRunning {
+				r.nriWatchExit(p, c)
+			}
+		}
+	}
+	if err != nil {
+		slog.Warn("nri: listing containers to watch for their exits", "err", err)
+	}
 	return nil
 }
 
@@ -64,7 +77,7 @@ func nriContainer(p *state.Pod, c *state.Container) *api.Container {
 // applies them to spec, recording each plugin's time under op in rec. It
 // returns what each plugin changed.
 func (r *Runtime) nriCreateContainer(ctx context.Context, p *state.Pod, ctr *state.Container, spec *specs.Spec, rec *trace.Recorder, op string) ([]nri.Change, error) {
-	if r.NRI == nil {
+	if !r.NRI.Active() {
 		return nil, nil
 	}
 	span := "ctr " + ctr.Name + " nri"
@@ -91,7 +104,7 @@ func (r *Runtime) nriCreateContainer(ctx context.Context, p *state.Pod, ctr *sta
 // once). The containers are stopped: NRI's contract is that a plugin's
 // StopPodSandbox sees none of them running.
 func (r *Runtime) nriStopPod(ctx context.Context, p *state.Pod) error {
-	if r.NRI == nil {
+	if !r.NRI.Active() {
 		return nil
 	}
 	pod := nri.Pod(p)
@@ -105,7 +118,7 @@ func (r *Runtime) nriStopPod(ctx context.Context, p *state.Pod) error {
 
 // nriRemovePod tells NRI's plugins that p's containers and p are gone.
 func (r *Runtime) nriRemovePod(ctx context.Context, p *state.Pod, ctrs []state.Container) {
-	if r.NRI == nil {
+	if !r.NRI.Active() {
 		return
 	}
 	pod := nri.Pod(p)

@@ -56,6 +56,8 @@ type Runtime struct {
 	// way: recorded (for gc) but not yet a container a client can know of,
 	// as a pod that is Creating.
 	creating sync.Map
+	// exits watches running containers' bundles for their exit, for NRI.
+	exits exitWatch
 }
 
 // New opens the state store, the sandbox manager and the image store.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	nri "github.com/containerd/nri/pkg/adaptation"
@@ -33,6 +34,9 @@ type callRecorder struct {
 	mu    sync.Mutex
 	op    string
 	calls []PluginCall
+	// plugins is how many plugins are registered, as the adaptation
+	// counts them.
+	plugins atomic.Int64
 }
 
 var _ nri.Metrics = (*callRecorder)(nil)
@@ -76,7 +80,7 @@ func (r *callRecorder) RecordPluginAdjustments(plugin, op string, adjust *api.Co
 	}
 }
 
-func (r *callRecorder) UpdatePluginCount(int) {}
+func (r *callRecorder) UpdatePluginCount(n int) { r.plugins.Store(int64(n)) }
 
 func (r *callRecorder) last(plugin, op string) *PluginCall {
 	if op != r.op || len(r.calls) == 0 || r.calls[len(r.calls)-1].Plugin != plugin {

@@ -150,6 +150,13 @@ func (a *API) Stop() {
 	a.adapt.Stop()
 }
 
+// Active reports whether NRI is enabled and a plugin is registered: with
+// none, the runtime need not describe its pods and containers for events
+// nobody hears (a plugin that registers later is synchronized with them).
+func (a *API) Active() bool {
+	return a != nil && a.calls.plugins.Load() > 0
+}
+
 // SocketPath is where plugins connect.
 func (a *API) SocketPath() string {
 	if a == nil {
