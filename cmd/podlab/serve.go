@@ -33,6 +33,12 @@ Exec, Attach and PortForward answer with URLs on a streaming server (SPDY
 and websocket, as the kubelet's) on --streaming-address, by default
 loopback on a port the kernel picks.
 
+NRI plugins (containerd/nri) connect on the config's nri.socketPath
+(default nri.sock in the state dir) and those in nri.pluginPath are
+started; each hears the pods' and containers' events and may adjust
+containers, and podlab inspect shows which plugin changed what.
+nri.enable: false turns NRI off.
+
 Not implemented yet, and answered "Unimplemented": checkpoints and
 events.`,
 		Example: `  sudo podlab serve
