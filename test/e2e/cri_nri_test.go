@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -240,6 +241,16 @@ func TestCRINRIPlugins(t *testing.T) {
 		podID, _ := s.runPod(t, podCfg)
 		_, err := createIn(t, podID, podCfg)
 		refused(t, err, "10-ca-injector", "25-conflicter", "NRI_CA_FILE")
+		// The pod's trace keeps the refused call, with NRI's verdict.
+		var spans []struct{ Name, Error string }
+		if err := json.Unmarshal([]byte(s.podlabOK(t, "-n", "nri", "trace", "nri-conflict", "-o", "json")), &spans); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(spans, func(sp struct{ Name, Error string }) bool {
+			return sp.Name == "CRI CreateContainer app" && strings.Contains(sp.Error, "25-conflicter") && strings.Contains(sp.Error, "10-ca-injector")
+		}) {
+			t.Errorf("trace shows no refused CreateContainer naming both plugins: %+v", spans)
+		}
 	})
 
 	t.Run("plugin fails", func(t *testing.T) {
