@@ -269,3 +269,35 @@ func TestCRINRIPlugins(t *testing.T) {
 		s.crictlOK(t, "rm", id)
 	})
 }
+
+// A bad NRI config stops podlab serve before it serves, with an error
+// naming the key or the socket, and leaves neither socket behind.
+func TestCRINRIBadConfig(t *testing.T) {
+	rootSetup(t)
+	dir := t.TempDir()
+	notDir := filepath.Join(dir, "file")
+	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base, err := os.ReadFile(configPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct{ nri, want string }{
+		"relative socket":   {"nri:\n  enable: true\n  socketPath: nri.sock\n", "nri.socketPath"},
+		"socket under file": {"nri:\n  enable: true\n  socketPath: " + notDir + "/nri.sock\n", notDir + "/nri.sock"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := filepath.Join(dir, "podlab.yaml")
+			if err := os.WriteFile(cfg, []byte(mergeConfig(string(base), tc.nri)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			sock := filepath.Join(dir, "cri.sock")
+			r := runCmd(podlabBin, "--config", cfg, "serve", "--listen", "unix://"+sock)
+			r.failsNaming(t, "podlab serve", tc.want)
+			if _, err := os.Stat(sock); !os.IsNotExist(err) {
+				t.Errorf("the CRI socket %s is left: %v", sock, err)
+			}
+		})
+	}
+}
