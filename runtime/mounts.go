@@ -58,7 +58,19 @@ func bindMount(m *runtimeapi.Mount, field string, s *specs.Spec) (specs.Mount, e
 		}
 		opts = append(opts, "rro")
 	}
-	return specs.Mount{Destination: m.ContainerPath, Source: m.HostPath, Type: "bind", Options: opts}, nil
+	return specs.Mount{Destination: m.ContainerPath, Source: m.HostPath, Type: "bind", Options: opts,
+		UIDMappings: criIDMappings(m.UidMappings), GIDMappings: criIDMappings(m.GidMappings)}, nil
+}
+
+// criIDMappings are the CRI's ID mappings of an idmapped mount (the
+// kubelet gives each mount of a pod with hostUsers: false its pod's) in
+// the OCI spec, where runc makes the mount idmapped.
+func criIDMappings(ms []*runtimeapi.IDMapping) []specs.LinuxIDMapping {
+	var out []specs.LinuxIDMapping
+	for _, m := range ms {
+		out = append(out, specs.LinuxIDMapping{ContainerID: m.ContainerId, HostID: m.HostId, Size: m.Length})
+	}
+	return out
 }
 
 // checkPropagation makes the checks containerd makes of a host path

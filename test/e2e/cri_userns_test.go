@@ -1,0 +1,268 @@
+package e2e
+
+// Pods with user namespaces of their own (the CRI's userns_options, the
+// kubelet's hostUsers: false), through crictl and the gRPC API.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	pb "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// usernsHostID is the first host ID of the tests' pods: a 65536-aligned
+// range, as the kubelet gives, that no one else on a test host uses.
+const usernsHostID = 40 << 16
+
+func podMapping(host, length uint32) []*pb.IDMapping {
+	return []*pb.IDMapping{{ContainerId: 0, HostId: host, Length: length}}
+}
+
+func usernsPOD(host uint32) *pb.UserNamespace {
+	return &pb.UserNamespace{Mode: pb.NamespaceMode_POD, Uids: podMapping(host, 65536), Gids: podMapping(host, 65536)}
+}
+
+// idMap is /proc/<pid>/<file> (uid_map, gid_map) with its fields joined
+// by single spaces.
+func idMap(t *testing.T, pid int, file string) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(strings.Fields(string(b)), " ")
+}
+
+// nsInode is the inode of a namespace file.
+func nsInode(t *testing.T, path string) uint64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
+}
+
+// ownerUserNS is the inode of the user namespace that owns the namespace
+// at path (ioctl NS_GET_USERNS).
+func ownerUserNS(t *testing.T, path string) uint64 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd, err := unix.IoctlRetInt(int(f.Fd()), unix.NS_GET_USERNS)
+	if err != nil {
+		t.Fatalf("NS_GET_USERNS %s: %v", path, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
+}
+
+// searchableTestDir lets the pods' IDs reach the test's state and image
+// dirs, as they can reach /run/podlab and /var/lib/podlab: TestMain's temp
+// dir is 0700.
+func searchableTestDir(t *testing.T) {
+	t.Helper()
+	if err := os.Chmod(filepath.Dir(stateDir), 0o711); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCRIUserNamespace(t *testing.T) {
+	rootSetup(t)
+	searchableTestDir(t)
+	s := newCRI(t, "")
+	rt, _ := s.client(t)
+
+	st, err := rt.Status(criCtx(t), &pb.StatusRequest{Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := st.RuntimeHandlers; len(h) != 1 || !h[0].GetFeatures().GetUserNamespaces() {
+		t.Fatalf("Status: runtime handlers %v, want the default one with user_namespaces", h)
+	}
+
+	podCfg := s.podConfig("userns", "default", nil)
+	ns := podCfg.Linux.SecurityContext.NamespaceOptions
+	ns.Pid = pb.NamespaceMode_POD
+	ns.UsernsOptions = usernsPOD(usernsHostID)
+	pod, podCfgPath := s.runPod(t, podCfg)
+	pause := s.pausePID(t, pod)
+	want := fmt.Sprintf("0 %d 65536", usernsHostID)
+	for _, f := range []string{"uid_map", "gid_map"} {
+		if got := idMap(t, pause, f); got != want {
+			t.Errorf("pause %s %q, want %q", f, got, want)
+		}
+	}
+	// The pod's network, IPC and UTS namespaces are its user namespace's:
+	// pinned from the pause, which made them in it.
+	podUserNS := nsInode(t, fmt.Sprintf("/proc/%d/ns/user", pause))
+	var rec struct {
+		NetNS string `json:"netns"`
+		IPCNS string `json:"ipcns"`
+		UTSNS string `json:"utsns"`
+	}
+	if b, err := os.ReadFile(filepath.Join(stateDir, "pods", pod, "pod.json")); err != nil {
+		t.Fatal(err)
+	} else if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	for kind, path := range map[string]string{"net": rec.NetNS, "ipc": rec.IPCNS, "uts": rec.UTSNS} {
+		if path == "" {
+			t.Fatalf("pod record has no %s namespace", kind)
+		}
+		if got := ownerUserNS(t, path); got != podUserNS {
+			t.Errorf("%s namespace %s owned by user namespace %d, want the pod's %d", kind, path, got, podUserNS)
+		}
+		if got, want := nsInode(t, path), nsInode(t, fmt.Sprintf("/proc/%d/ns/%s", pause, kind)); got != want {
+			t.Errorf("%s namespace %s is %d, the pause's is %d", kind, path, got, want)
+		}
+	}
+
+	cfg := ctrConfig("c", "sleep", "600")
+	cfg.Linux.SecurityContext.NamespaceOptions = ns
+	ctr := s.createCtr(t, pod, podCfgPath, cfg)
+	s.crictlOK(t, "start", ctr)
+	pid := s.ctrPID(t, ctr)
+	for _, f := range []string{"uid_map", "gid_map"} {
+		if got := idMap(t, pid, f); got != want {
+			t.Errorf("container %s %q, want %q", f, got, want)
+		}
+	}
+	if got, want := nsInode(t, fmt.Sprintf("/proc/%d/ns/user", pid)), podUserNS; got != want {
+		t.Errorf("container's user namespace %d, want the pod's %d", got, want)
+	}
+	out := func(cmd ...string) string {
+		t.Helper()
+		o, e, code := execOut(t, rt, ctr, cmd...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d: %s%s", cmd, code, o, e)
+		}
+		return strings.TrimSpace(o)
+	}
+	// Inside, the image's and the runtime's files are root's (idmapped
+	// layers and mounts), and root may write where only root may.
+	if got := out("stat", "-c", "%u:%g", "/", "/etc/passwd", "/bin/sh", "/etc/hosts", "/etc/resolv.conf"); got != strings.Repeat("0:0\n", 4)+"0:0" {
+		t.Errorf("owners inside:\n%s\nwant 0:0 each", got)
+	}
+	if got := out("cat", "/proc/self/uid_map"); strings.Join(strings.Fields(got), " ") != want {
+		t.Errorf("uid_map inside %q, want %q", got, want)
+	}
+	out("sh", "-c", "echo hi > /etc/written && chown 1000:1000 /etc/written")
+	if got := out("stat", "-c", "%u:%g", "/etc/written"); got != "1000:1000" {
+		t.Errorf("a file chowned to 1000 inside is %s inside", got)
+	}
+	// The host sees the container's IDs shifted by the mapping: the
+	// process, and the file in the writable layer.
+	if uid := procUID(t, pid); uid != usernsHostID {
+		t.Errorf("container's uid on the host %d, want %d", uid, usernsHostID)
+	}
+	found := false
+	filepath.Walk(filepath.Join(filepath.Dir(stateDir), "images"), func(path string, fi os.FileInfo, err error) error {
+		if err == nil && filepath.Base(path) == "written" && strings.Contains(path, "/upper/etc/") {
+			found = true
+			if st := fi.Sys().(*syscall.Stat_t); st.Uid != usernsHostID+1000 || st.Gid != usernsHostID+1000 {
+				t.Errorf("%s is %d:%d on the host, want %d:%d", path, st.Uid, st.Gid, usernsHostID+1000, usernsHostID+1000)
+			}
+		}
+		return nil
+	})
+	if !found {
+		t.Error("the container's written file is not in its writable layer")
+	}
+
+	// A container may not leave its pod's user namespace.
+	other := ctrConfig("other", "true")
+	other.Linux.SecurityContext.NamespaceOptions = &pb.NamespaceOption{Pid: pb.NamespaceMode_POD, UsernsOptions: usernsPOD(usernsHostID + 65536)}
+	_, err = rt.CreateContainer(criCtx(t), &pb.CreateContainerRequest{PodSandboxId: pod, Config: other, SandboxConfig: podCfg})
+	wantCode(t, err, codes.InvalidArgument, "userns_options")
+	s.crictlOK(t, "rm", "-f", ctr)
+	s.crictlOK(t, "stopp", pod)
+	s.crictlOK(t, "rmp", pod)
+	noState(t)
+}
+
+// TestCRIUserNamespaceRefused: what a pod's user namespace cannot be is
+// refused with InvalidArgument naming the field, and leaves nothing.
+func TestCRIUserNamespaceRefused(t *testing.T) {
+	rootSetup(t)
+	s := newCRI(t, "")
+	rt, _ := s.client(t)
+	two := append(podMapping(usernsHostID, 65536), podMapping(usernsHostID+65536, 65536)...)
+	for _, tc := range []struct {
+		name   string
+		userns *pb.UserNamespace
+		hostNS bool
+		field  string
+	}{
+		{"two mappings", &pb.UserNamespace{Mode: pb.NamespaceMode_POD, Uids: two, Gids: two}, false, "userns_options.uids"},
+		{"container ID 0 unmapped", &pb.UserNamespace{Mode: pb.NamespaceMode_POD, Uids: []*pb.IDMapping{{ContainerId: 1, HostId: usernsHostID, Length: 65536}}, Gids: podMapping(usernsHostID, 65536)}, false, "userns_options.uids[0].container_id"},
+		{"gids missing", &pb.UserNamespace{Mode: pb.NamespaceMode_POD, Uids: podMapping(usernsHostID, 65536)}, false, "userns_options.gids"},
+		{"pause's user unmapped", &pb.UserNamespace{Mode: pb.NamespaceMode_POD, Uids: podMapping(usernsHostID, 1000), Gids: podMapping(usernsHostID, 1000)}, false, "userns_options.uids[0].length"},
+		{"CONTAINER", &pb.UserNamespace{Mode: pb.NamespaceMode_CONTAINER}, false, "userns_options.mode"},
+		{"TARGET", &pb.UserNamespace{Mode: pb.NamespaceMode_TARGET}, false, "userns_options.mode"},
+		{"NODE with mappings", &pb.UserNamespace{Mode: pb.NamespaceMode_NODE, Uids: podMapping(usernsHostID, 65536), Gids: podMapping(usernsHostID, 65536)}, false, "userns_options"},
+		{"host network", usernsPOD(usernsHostID), true, "userns_options.mode"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := s.podConfig("refused", "default", nil)
+			cfg.Linux.SecurityContext.NamespaceOptions.UsernsOptions = tc.userns
+			if tc.hostNS {
+				cfg.Linux.SecurityContext.NamespaceOptions.Network = pb.NamespaceMode_NODE
+			}
+			_, err := rt.RunPodSandbox(criCtx(t), &pb.RunPodSandboxRequest{Config: cfg})
+			wantCode(t, err, codes.InvalidArgument, tc.field)
+			noState(t)
+		})
+	}
+	// crictl says so too, with the code.
+	cfg := s.podConfig("refused", "default", nil)
+	cfg.Linux.SecurityContext.NamespaceOptions.UsernsOptions = &pb.UserNamespace{Mode: pb.NamespaceMode_TARGET}
+	r := s.crictl("runp", s.writeJSON(t, "refused.json", cfg))
+	if r.code == 0 || !strings.Contains(r.stderr, "InvalidArgument") || !strings.Contains(r.stderr, "userns_options.mode") {
+		t.Errorf("crictl runp with mode TARGET: exit %d\n%s", r.code, r.stderr)
+	}
+	noState(t)
+}
+
+// wantCode fails unless err is a gRPC status with code and a message
+// naming field.
+func wantCode(t *testing.T, err error, code codes.Code, field string) {
+	t.Helper()
+	st, _ := status.FromError(err)
+	if err == nil || st.Code() != code || !strings.Contains(st.Message(), field) {
+		t.Fatalf("got %v, want %s naming %q", err, code, field)
+	}
+}
+
+// procUID is the real uid of pid, as the host sees it.
+func procUID(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "Uid:" {
+			var uid int
+			fmt.Sscan(f[1], &uid)
+			return uid
+		}
+	}
+	t.Fatalf("no Uid in /proc/%d/status", pid)
+	return 0
+}
