@@ -32,10 +32,10 @@ import (
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/rootfs"
-	"github.com/podlab/podlab/sandbox"
 	"github.com/podlab/podlab/runtime/inject"
 	"github.com/podlab/podlab/runtime/kubecontainer"
 	"github.com/podlab/podlab/runtime/shim"
+	"github.com/podlab/podlab/sandbox"
 )
 
 // CreateContainer creates a container in a running sandbox (CRI): the

@@ -93,14 +93,14 @@ type Pod struct {
 	ShareProcNS bool   `json:"shareProcessNamespace,omitempty"`
 	// Privileged: the sandbox may hold privileged containers (the CRI's
 	// LinuxSandboxSecurityContext.privileged).
-	Privileged   bool   `json:"privileged,omitempty"`
+	Privileged bool `json:"privileged,omitempty"`
 	// UIDMappings and GIDMappings are the pod's user namespace (the CRI's
 	// userns_options, mode POD): one range each, container ID 0 first.
 	// None: the host's user namespace.
-	UIDMappings []IDMapping `json:"uidMappings,omitempty"`
-	GIDMappings []IDMapping `json:"gidMappings,omitempty"`
-	Manifest     string `json:"manifest,omitempty"` // the manifest as given, for inspect
-	ManifestPath string `json:"manifestPath,omitempty"`
+	UIDMappings  []IDMapping `json:"uidMappings,omitempty"`
+	GIDMappings  []IDMapping `json:"gidMappings,omitempty"`
+	Manifest     string      `json:"manifest,omitempty"` // the manifest as given, for inspect
+	ManifestPath string      `json:"manifestPath,omitempty"`
 	// TerminationGracePeriod is spec.terminationGracePeriodSeconds.
 	TerminationGracePeriod *int64 `json:"terminationGracePeriodSeconds,omitempty"`
 	// PauseOOMScoreAdj is the pause's oom_score_adj as set: -998 asked,
