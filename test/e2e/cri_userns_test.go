@@ -266,3 +266,120 @@ func procUID(t *testing.T, pid int) int {
 	t.Fatalf("no Uid in /proc/%d/status", pid)
 	return 0
 }
+
+const usernsPod = `apiVersion: v1
+kind: Pod
+metadata: {name: e2e-userns}
+spec:
+  hostUsers: false
+  shareProcessNamespace: true
+  volumes:
+  - {name: data, emptyDir: {}}
+  containers:
+  - name: main
+    image: busybox
+    command: ["sleep", "300"]
+    volumeMounts: [{name: data, mountPath: /data}]
+`
+
+// podlab run with hostUsers: false: the kubelet half picks a range, the
+// pause and the container run in the pod's user namespace, the image's and
+// the volume's files are root's inside, and inspect and verify show it.
+func TestRunHostUsersFalse(t *testing.T) {
+	rootSetup(t)
+	searchableTestDir(t)
+	r := podlab(t, usernsPod, "run", "-f", "-", "-q")
+	if r.code != 0 {
+		t.Fatalf("run: exit %d\n%s", r.code, r.stderr)
+	}
+	t.Cleanup(func() { podlab(t, "", "rm", "-f", "e2e-userns") })
+	if strings.Contains(r.stderr, "hostUsers") {
+		t.Errorf("run warns about hostUsers:\n%s", r.stderr)
+	}
+	var pods []struct {
+		ID       string `json:"id"`
+		Name     string `json:"name"`
+		PausePID int    `json:"pausePid"`
+	}
+	if r := podlab(t, "", "pods", "-o", "json"); r.code != 0 || json.Unmarshal([]byte(r.stdout), &pods) != nil || len(pods) != 1 {
+		t.Fatalf("pods: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var rec struct {
+		UIDMappings []struct{ HostID, Size uint32 } `json:"uidMappings"`
+	}
+	if b, err := os.ReadFile(filepath.Join(stateDir, "pods", pods[0].ID, "pod.json")); err != nil || json.Unmarshal(b, &rec) != nil {
+		t.Fatalf("pod record: %v", err)
+	}
+	if len(rec.UIDMappings) != 1 || rec.UIDMappings[0].Size != 1<<16 || rec.UIDMappings[0].HostID == 0 || rec.UIDMappings[0].HostID%(1<<16) != 0 {
+		t.Fatalf("pod's uid mappings %+v: want one 65536-aligned range of 65536 IDs, not from 0", rec.UIDMappings)
+	}
+	host := rec.UIDMappings[0].HostID
+	want := fmt.Sprintf("0 %d 65536", host)
+	if got := idMap(t, pods[0].PausePID, "uid_map"); got != want {
+		t.Errorf("pause uid_map %q, want %q", got, want)
+	}
+	exec := func(cmd ...string) string {
+		t.Helper()
+		r := podlab(t, "", append([]string{"exec", "e2e-userns", "--"}, cmd...)...)
+		if r.code != 0 {
+			t.Fatalf("exec %q: exit %d\n%s", cmd, r.code, r.stderr)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+	if got := strings.Join(strings.Fields(exec("cat", "/proc/self/uid_map")), " "); got != want {
+		t.Errorf("container uid_map %q, want %q", got, want)
+	}
+	// The volume is idmapped as the kubelet asks: root's inside, and what
+	// root writes there is the pod's root's on the host.
+	if got := exec("stat", "-c", "%u:%g", "/etc/passwd", "/data", "/etc/hosts"); got != "0:0\n0:0\n0:0" {
+		t.Errorf("owners inside:\n%s\nwant 0:0 each", got)
+	}
+	exec("touch", "/data/f")
+	ef, _ := filepath.Glob(filepath.Join(stateDir, "kubelet", "pods", "*", "volumes", "*", "data", "f"))
+	if len(ef) != 1 {
+		t.Fatalf("the emptyDir's file on the host: %v", ef)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(ef[0], &st); err != nil || st.Uid != 0 {
+		t.Errorf("%s on the host: uid %d (%v), want 0: an idmapped volume stores the container's root as the host's", ef[0], st.Uid, err)
+	}
+
+	r = podlab(t, "", "verify", "e2e-userns", "-o", "json")
+	var v struct {
+		OK     bool `json:"ok"`
+		Checks []struct {
+			Container, Item, Detail string
+			OK                      bool
+		} `json:"checks"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
+		t.Fatalf("verify -o json: %v\n%s%s", err, r.stdout, r.stderr)
+	}
+	seen := map[string]bool{}
+	for _, c := range v.Checks {
+		if c.Item == "user namespace" {
+			seen[c.Container] = true
+			if !c.OK || !strings.Contains(c.Detail, "uid_map "+want) {
+				t.Errorf("verify %s: %+v, want ok with uid_map %s", c.Container, c, want)
+			}
+		}
+	}
+	if !v.OK || !seen["pause"] || !seen["main"] {
+		t.Errorf("verify ok %v, user namespace checked for %v; want ok, pause and main\n%s", v.OK, seen, r.stdout)
+	}
+	r = podlab(t, "", "inspect", "e2e-userns", "--layer", "process")
+	if r.code != 0 || !strings.Contains(r.stdout, "USERNS  uid_map "+want) {
+		t.Errorf("inspect --layer process: exit %d, no USERNS uid_map %s:\n%s%s", r.code, want, r.stdout, r.stderr)
+	}
+	if r := podlab(t, "", "rm", "-f", "e2e-userns"); r.code != 0 {
+		t.Fatalf("rm: %s", r.stderr)
+	}
+	noState(t)
+
+	// The API server's rule, before anything is made.
+	r = podlab(t, strings.Replace(usernsPod, "hostUsers: false\n", "hostUsers: false\n  hostNetwork: true\n", 1), "run", "-f", "-")
+	if r.code == 0 || !strings.Contains(r.stderr, "spec.hostNetwork: Forbidden: when `hostUsers` is false") {
+		t.Errorf("run with hostUsers false and hostNetwork: exit %d\n%s", r.code, r.stderr)
+	}
+	noState(t)
+}
