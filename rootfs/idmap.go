@@ -89,3 +89,26 @@ func idmapMount(src, target string, usernsFD int) error {
 	}
 	return nil
 }
+
+// IDMapLayers mounts each of layers at dir/<i>, idmapped with idmap's user
+// namespace and read-only, and returns those mount points in order, for an
+// overlay of them; on error it unmounts what it mounted. The caller
+// unmounts them (before removing dir, which would otherwise reach into
+// the layers).
+func IDMapLayers(layers []string, dir string, idmap *IDMap) ([]string, error) {
+	return idmapLowers(layers, dir, idmap.UserNS)
+}
+
+// MountIDMapped mounts layer at target, idmapped with idmap's user
+// namespace and read-only.
+func MountIDMapped(layer, target string, idmap *IDMap) error {
+	ns, err := os.Open(idmap.UserNS)
+	if err != nil {
+		return fmt.Errorf("idmapped mount of layer %s: %w", layer, err)
+	}
+	defer ns.Close()
+	if err := idmapMount(layer, target, int(ns.Fd())); err != nil {
+		return fmt.Errorf("idmapped mount of layer %s: %w", layer, err)
+	}
+	return nil
+}

@@ -187,10 +187,19 @@ func (r *Runtime) mountContainerRootfs(p *state.Pod, img *rootfs.Image, rw, root
 	if err := sandbox.MakeSearchable(r.Store.Dir(), bundle); err != nil {
 		return err
 	}
-	return rootfs.MountOverlayIDMapped(img, rw, rootfsPath, &rootfs.IDMap{
+	return rootfs.MountOverlayIDMapped(img, rw, rootfsPath, podIDMap(p))
+}
+
+// podIDMap is how a container's image layers map into p's user namespace,
+// the pause's; nil for a pod in the host's.
+func podIDMap(p *state.Pod) *rootfs.IDMap {
+	if !p.UserNS() {
+		return nil
+	}
+	return &rootfs.IDMap{
 		UserNS: fmt.Sprintf("/proc/%d/ns/user", p.PausePID),
 		UIDs:   ociIDMappings(p.UIDMappings), GIDs: ociIDMappings(p.GIDMappings),
-	})
+	}
 }
 
 // containerLogPath is where the container's CRI log goes: under the
@@ -213,7 +222,7 @@ func (r *Runtime) containerSpec(p *state.Pod, req *runtimeapi.ContainerConfig, i
 		return err
 	}
 	// Before anything reads the mounts' host paths; unmountRootfs undoes it.
-	if err := mountImageVolumes(r.Images.Lookup, cfg.Mounts, bundle); err != nil {
+	if err := mountImageVolumesIDMapped(r.Images.Lookup, cfg.Mounts, bundle, podIDMap(p)); err != nil {
 		return err
 	}
 	vols, err := imageVolumes(img, cfg.Mounts, bundle)

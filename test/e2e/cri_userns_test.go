@@ -135,6 +135,9 @@ func TestCRIUserNamespace(t *testing.T) {
 
 	cfg := ctrConfig("c", "sleep", "600")
 	cfg.Linux.SecurityContext.NamespaceOptions = ns
+	// An image volume, with the mappings the kubelet gives every mount.
+	cfg.Mounts = []*pb.Mount{{ContainerPath: "/img", Readonly: true, Image: &pb.ImageSpec{Image: "busybox"},
+		UidMappings: ns.UsernsOptions.Uids, GidMappings: ns.UsernsOptions.Gids}}
 	ctr := s.createCtr(t, pod, podCfgPath, cfg)
 	s.crictlOK(t, "start", ctr)
 	pid := s.ctrPID(t, ctr)
@@ -156,7 +159,7 @@ func TestCRIUserNamespace(t *testing.T) {
 	}
 	// Inside, the image's and the runtime's files are root's (idmapped
 	// layers and mounts), and root may write where only root may.
-	if got := out("stat", "-c", "%u:%g", "/", "/etc/passwd", "/bin/sh", "/etc/hosts", "/etc/resolv.conf"); got != strings.Repeat("0:0\n", 4)+"0:0" {
+	if got := out("stat", "-c", "%u:%g", "/", "/etc/passwd", "/bin/sh", "/etc/hosts", "/etc/resolv.conf", "/img/bin/sh"); got != strings.Repeat("0:0\n", 5)+"0:0" {
 		t.Errorf("owners inside:\n%s\nwant 0:0 each", got)
 	}
 	if got := out("cat", "/proc/self/uid_map"); strings.Join(strings.Fields(got), " ") != want {
