@@ -100,7 +100,12 @@ func TestCRIUserNamespace(t *testing.T) {
 	ns := podCfg.Linux.SecurityContext.NamespaceOptions
 	ns.Pid = pb.NamespaceMode_POD
 	ns.UsernsOptions = usernsPOD(usernsHostID)
+	// Set in the pod's netns after the pause made it.
+	podCfg.Linux.Sysctls = map[string]string{"net.ipv4.ip_unprivileged_port_start": "80"}
 	pod, podCfgPath := s.runPod(t, podCfg)
+	if ip := s.inspectp(t, pod).Status.Network.IP; ip == "" {
+		t.Error("the pod has no IP: CNI did not set up the netns the pause made")
+	}
 	pause := s.pausePID(t, pod)
 	want := fmt.Sprintf("0 %d 65536", usernsHostID)
 	for _, f := range []string{"uid_map", "gid_map"} {
@@ -161,6 +166,9 @@ func TestCRIUserNamespace(t *testing.T) {
 	// layers and mounts), and root may write where only root may.
 	if got := out("stat", "-c", "%u:%g", "/", "/etc/passwd", "/bin/sh", "/etc/hosts", "/etc/resolv.conf", "/img/bin/sh"); got != strings.Repeat("0:0\n", 5)+"0:0" {
 		t.Errorf("owners inside:\n%s\nwant 0:0 each", got)
+	}
+	if got := out("sh", "-c", "hostname; cat /proc/sys/net/ipv4/ip_unprivileged_port_start"); got != "userns\n80" {
+		t.Errorf("hostname and sysctl inside: %q, want the pod's (userns, 80)", got)
 	}
 	if got := out("cat", "/proc/self/uid_map"); strings.Join(strings.Fields(got), " ") != want {
 		t.Errorf("uid_map inside %q, want %q", got, want)
