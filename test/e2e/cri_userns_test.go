@@ -387,6 +387,16 @@ func TestRunHostUsersFalse(t *testing.T) {
 	}
 	noState(t)
 
+	// A start that fails at any stage of a user-namespaced sandbox, or
+	// at its container's rootfs, leaves nothing (the leak check after
+	// the test looks for namespaces, mounts, processes, cgroups).
+	for _, fp := range []string{"after-cgroup", "after-pause", "after-cni", "after-ctr-main-rootfs"} {
+		if r := podlabEnv(t, []string{"PODLAB_FAILPOINT=" + fp}, usernsPod, "run", "-q", "-f", "-"); r.code == 0 || !strings.Contains(r.stderr, fp) {
+			t.Errorf("run with failpoint %s: exit %d\n%s", fp, r.code, r.stderr)
+		}
+		noState(t)
+	}
+
 	// The API server's rule, before anything is made.
 	r = podlab(t, strings.Replace(usernsPod, "hostUsers: false\n", "hostUsers: false\n  hostNetwork: true\n", 1), "run", "-f", "-")
 	if r.code == 0 || !strings.Contains(r.stderr, "spec.hostNetwork: Forbidden: when `hostUsers` is false") {
