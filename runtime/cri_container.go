@@ -37,6 +37,7 @@ import (
 	"github.com/podlab/podlab/runtime/kubecontainer"
 	"github.com/podlab/podlab/runtime/nri"
 	"github.com/podlab/podlab/runtime/shim"
+	"github.com/podlab/podlab/sandbox"
 )
 
 // CreateContainer creates a container in a running sandbox (CRI): the
@@ -126,7 +127,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	rw, rootfsPath := r.containerRootfs(&ctr)
 	if err == nil {
 		undo.Add("unmounting rootfs", func() error { return r.unmountRootfs(&ctr) })
-		err = rootfs.MountOverlay(img, rw, rootfsPath)
+		err = r.mountContainerRootfs(p, img, rw, rootfsPath, ctr.Bundle)
 	}
 	end(err)
 	if err == nil {
@@ -194,6 +195,32 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	return &runtimeapi.CreateContainerResponse{ContainerId: ctr.ID}, nil
 }
 
+// mountContainerRootfs mounts the container's overlay; in a pod with a
+// user namespace its layers are idmapped into it, and the way down to the
+// bundle is opened to the pod's root, whom runc's init is when it mounts
+// the rootfs (containerd makes its bundles 0711 for the same reason).
+func (r *Runtime) mountContainerRootfs(p *state.Pod, img *rootfs.Image, rw, rootfsPath, bundle string) error {
+	if !p.UserNS() {
+		return rootfs.MountOverlay(img, rw, rootfsPath)
+	}
+	if err := sandbox.MakeSearchable(r.Store.Dir(), bundle); err != nil {
+		return err
+	}
+	return rootfs.MountOverlayIDMapped(img, rw, rootfsPath, podIDMap(p))
+}
+
+// podIDMap is how a container's image layers map into p's user namespace,
+// the pause's; nil for a pod in the host's.
+func podIDMap(p *state.Pod) *rootfs.IDMap {
+	if !p.UserNS() {
+		return nil
+	}
+	return &rootfs.IDMap{
+		UserNS: fmt.Sprintf("/proc/%d/ns/user", p.PausePID),
+		UIDs:   ociIDMappings(p.UIDMappings), GIDs: ociIDMappings(p.GIDMappings),
+	}
+}
+
 // containerLogPath is where the container's CRI log goes: under the
 // sandbox's log_directory at the config's log_path, as the kubelet lays
 // them out; podlab's own log dir when the client gives none.
@@ -215,7 +242,7 @@ func (r *Runtime) containerSpec(ctx context.Context, p *state.Pod, ctr *state.Co
 		return err
 	}
 	// Before anything reads the mounts' host paths; unmountRootfs undoes it.
-	if err := mountImageVolumes(r.Images.Lookup, cfg.Mounts, bundle); err != nil {
+	if err := mountImageVolumesIDMapped(r.Images.Lookup, cfg.Mounts, bundle, podIDMap(p)); err != nil {
 		return err
 	}
 	vols, err := imageVolumes(img, cfg.Mounts, bundle)
@@ -327,6 +354,9 @@ func criDefaults(p *state.Pod, req *runtimeapi.ContainerConfig, podDir string) (
 	if err := validContainerNamespaces(sc.NamespaceOptions); err != nil {
 		return nil, err
 	}
+	if err := containerUserNS(sc.NamespaceOptions, p); err != nil {
+		return nil, err
+	}
 	if sc.Privileged && !p.Privileged {
 		// As containerd and CRI-O: the kubelet marks the sandbox of a pod
 		// with a privileged container privileged.
@@ -347,7 +377,10 @@ func criDefaults(p *state.Pod, req *runtimeapi.ContainerConfig, podDir string) (
 	// kubelet mounts the /etc/hosts it manages).
 	for _, f := range []struct{ name, path string }{{"hosts", "/etc/hosts"}, {"hostname", "/etc/hostname"}, {"resolv.conf", "/etc/resolv.conf"}} {
 		if !hasMount(cfg.Mounts, f.path) {
-			cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: f.path, HostPath: filepath.Join(podDir, "etc", f.name)})
+			// Idmapped in a pod's user namespace, as containerd mounts
+			// them: root's files, as the container sees them.
+			cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: f.path, HostPath: filepath.Join(podDir, "etc", f.name),
+				UidMappings: criMappings(p.UIDMappings), GidMappings: criMappings(p.GIDMappings)})
 		}
 	}
 	return cfg, nil

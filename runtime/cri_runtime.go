@@ -38,10 +38,14 @@ func (r *Runtime) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 	}
 	resp := &runtimeapi.StatusResponse{
 		Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, networkReady}},
-		// podlab has one handler, the default (""); user namespaces it
-		// does not do.
+		// podlab has one handler, the default (""); user namespaces where
+		// the kernel and the file systems of its layers and state take
+		// idmapped mounts.
 		RuntimeHandlers: []*runtimeapi.RuntimeHandler{{
-			Features: &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: RecursiveReadOnlySupported()},
+			Features: &runtimeapi.RuntimeHandlerFeatures{
+				RecursiveReadOnlyMounts: RecursiveReadOnlySupported(),
+				UserNamespaces:          r.userNamespaces() == nil,
+			},
 		}},
 		Features: &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true},
 	}

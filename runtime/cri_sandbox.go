@@ -36,6 +36,11 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	if err != nil {
 		return nil, err
 	}
+	if len(spec.UIDMappings) > 0 {
+		if err := r.userNamespaces(); err != nil {
+			return nil, errdefs.Wrap(errdefs.ErrUnimplemented, fmt.Errorf("%s: mode POD: this host cannot run pods in user namespaces: %w", usernsField, err))
+		}
+	}
 	lock, err := r.Store.LockPod(spec.Namespace, spec.Name)
 	if err != nil {
 		return nil, err
@@ -281,6 +286,9 @@ func sandboxSpec(cfg *runtimeapi.PodSandboxConfig, handler string) (sandbox.Spec
 		// No namespace options is all POD (the enum's zero), as containerd
 		// reads it: the containers share the pause's PID namespace.
 		spec.ShareProcNS = true
+	}
+	if spec.UIDMappings, spec.GIDMappings, err = podUserNS(cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()); err != nil {
+		return spec, err
 	}
 	if err := validSysctls(cfg.GetLinux().GetSysctls(), spec.HostNetwork, spec.HostIPC); err != nil {
 		return spec, err

@@ -58,6 +58,20 @@ type Runtime struct {
 	creating sync.Map
 	// exits watches running containers' bundles for their exit, for NRI.
 	exits exitWatch
+	// usernsProbe caches whether pods can have user namespaces here.
+	usernsProbe struct {
+		once sync.Once
+		err  error
+	}
+}
+
+// userNamespaces reports whether pods can have user namespaces of their
+// own on this host (see sandbox.IDMapSupported), probed once.
+func (r *Runtime) userNamespaces() error {
+	r.usernsProbe.once.Do(func() {
+		r.usernsProbe.err = sandbox.IDMapSupported(r.Config.PauseBinary, r.Config.ImageDir, r.Config.StateDir)
+	})
+	return r.usernsProbe.err
 }
 
 // New opens the state store, the sandbox manager and the image store.
@@ -111,7 +125,8 @@ func (r *Runtime) volumesDir(p *state.Pod) string {
 }
 
 func sandboxOf(p *state.Pod) sandboxInfo {
-	return sandboxInfo{PodID: p.ID, NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, PausePID: p.PausePID, Hostname: podHostname(p), HostNetwork: p.HostNetwork, HostIPC: p.HostIPC, HostPID: p.HostPID, SharePID: p.ShareProcNS, CgroupPath: p.CgroupPath, OOMScoreAdjFloor: oomScoreAdjFloor()}
+	return sandboxInfo{PodID: p.ID, NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, PausePID: p.PausePID, Hostname: podHostname(p), HostNetwork: p.HostNetwork, HostIPC: p.HostIPC, HostPID: p.HostPID, SharePID: p.ShareProcNS, CgroupPath: p.CgroupPath, OOMScoreAdjFloor: oomScoreAdjFloor(),
+		UIDMappings: ociIDMappings(p.UIDMappings), GIDMappings: ociIDMappings(p.GIDMappings)}
 }
 
 // oomScoreAdjFloor is this process's proc.OOMScoreAdjFloor, read once; 0

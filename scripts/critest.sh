@@ -85,6 +85,9 @@ SKIP='public image with digest'
 mkdir -p "$BUILD" "$OUT"
 
 RUN=$(mktemp -d /tmp/plcritest.XXXXXX)
+# Searchable by others, as /run and /var/lib are: a user-namespaced pod's
+# root reaches its rootfs and the pause through the state and image dirs.
+chmod 711 "$RUN"
 REGISTRY_PID="" SERVER_PID=""
 stop_pid() {
   local pid=$1 i

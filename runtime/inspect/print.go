@@ -148,6 +148,9 @@ func WriteLayer(w io.Writer, r *Report, l *Layer) {
 	if l.OOMScoreAdj != nil && oomScoreAdjSet(r) {
 		fmt.Fprintf(w, "  OOM_SCORE_ADJ  %d\n", *l.OOMScoreAdj)
 	}
+	if l.UIDMap != "" || l.GIDMap != "" {
+		fmt.Fprintf(w, "  USERNS  uid_map %s  gid_map %s\n", strings.ReplaceAll(l.UIDMap, "\n", ", "), strings.ReplaceAll(l.GIDMap, "\n", ", "))
+	}
 }
 
 func rw(ro bool) string {

@@ -112,6 +112,7 @@ func Verify(p *state.Pod, rules Rules) *Verification {
 		v.Checks = append(v.Checks, verifyContainer(p, pod, &p.Containers[i], rules)...)
 	}
 	v.Checks = append(v.Checks, verifyPause(p, rules)...)
+	v.Checks = append(v.Checks, verifyUserNS(p)...)
 	for _, e := range p.Events {
 		if e.Reason == "EnvOverride" {
 			v.Overrides = append(v.Overrides, Override{Container: e.Object, Message: e.Message})
@@ -685,4 +686,50 @@ func checkImageVolumes(name, bundle string, layers []Layer, storedOnly string) [
 		checks = append(checks, ch)
 	}
 	return checks
+}
+
+// verifyUserNS checks, for a pod with a user namespace of its own, that
+// the pause and every running container are in one with the pod's
+// mappings (their /proc/PID/uid_map and gid_map).
+func verifyUserNS(p *state.Pod) []Check {
+	if !p.UserNS() {
+		return nil
+	}
+	want := func(ms []state.IDMapping) string {
+		var lines []string
+		for _, m := range ms {
+			lines = append(lines, fmt.Sprintf("%d %d %d", m.ContainerID, m.HostID, m.Size))
+		}
+		return strings.Join(lines, "\n")
+	}
+	wantUID, wantGID := want(p.UIDMappings), want(p.GIDMappings)
+	check := func(name string, pid int) Check {
+		ch := Check{Container: name, Item: "user namespace"}
+		uid, gid := readIDMap(pid, "uid_map"), readIDMap(pid, "gid_map")
+		ch.OK = uid == wantUID && gid == wantGID
+		ch.Detail = fmt.Sprintf("pid %d: uid_map %s, gid_map %s", pid, orHost(uid), orHost(gid))
+		if !ch.OK {
+			ch.Detail += fmt.Sprintf("; the pod's is uid_map %s, gid_map %s", wantUID, wantGID)
+		}
+		return ch
+	}
+	var out []Check
+	if pp, err := PauseProcess(p); err != nil {
+		out = append(out, Check{Container: PauseName, Item: "user namespace", Detail: err.Error()})
+	} else {
+		out = append(out, check(PauseName, pp.PID))
+	}
+	for _, c := range p.Containers {
+		if c.State == runtime.ContainerRunning && c.PID > 0 {
+			out = append(out, check(c.Name, c.PID))
+		}
+	}
+	return out
+}
+
+func orHost(m string) string {
+	if m == "" {
+		return hostIDMap + " (the host's)"
+	}
+	return strings.ReplaceAll(m, "\n", ", ")
 }
