@@ -36,8 +36,9 @@ func (r *Runtime) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 	if err := r.Sandbox.CheckNetwork(); err != nil {
 		networkReady.Status, networkReady.Reason, networkReady.Message = false, "NetworkPluginNotReady", err.Error()
 	}
-	// The handlers that work here (user namespaces none of them does
-	// yet); the others, and why not, in the verbose info.
+	// The handlers that work here (user namespaces where the kernel and
+	// the file systems of its layers and state take idmapped mounts, with
+	// libcontainer); the others, and why not, in the verbose info.
 	handlers, unavailable := r.runtimeHandlers()
 	resp := &runtimeapi.StatusResponse{
 		Status:          &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, networkReady}},

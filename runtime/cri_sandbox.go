@@ -21,6 +21,7 @@ import (
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
+	"github.com/podlab/podlab/runtime/nri"
 	"github.com/podlab/podlab/runtime/shim"
 	"github.com/podlab/podlab/sandbox"
 )
@@ -40,6 +41,16 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	rtc, err := r.runtimeHandler(handler)
 	if err != nil {
 		return nil, err
+	}
+	if len(spec.UIDMappings) > 0 {
+		if err := r.userNamespaces(); err != nil {
+			return nil, errdefs.Wrap(errdefs.ErrUnimplemented, fmt.Errorf("%s: mode POD: this host cannot run pods in user namespaces: %w", usernsField, err))
+		}
+		if rtc.Type != oci.TypeLibcontainer {
+			// Their idmapped layers and volumes are libcontainer's
+			// (runc 1.1.5 has no idmapped mounts).
+			return nil, errdefs.Wrap(errdefs.ErrUnimplemented, fmt.Errorf("%s: mode POD: runtime_handler %q (%s) has no user namespaces in podlab", usernsField, handler, rtc.Type))
+		}
 	}
 	lock, err := r.Store.LockPod(spec.Namespace, spec.Name)
 	if err != nil {
@@ -111,6 +122,22 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	end(err)
 	if err != nil {
 		return nil, fmt.Errorf("pod files: %w", err)
+	}
+
+	// NRI's plugins see the pod before any client does: it is Creating
+	// (unlisted, not ready) until they answered; one that fails fails it.
+	if r.NRI.Active() {
+		end = rec.StartChild("RunPodSandbox", "nri")
+		err = r.NRI.RunPodSandbox(ctx, nri.Pod(p))
+		end(err)
+		if err != nil {
+			return nil, err
+		}
+		undo.Add("telling NRI the pod is gone", func() error {
+			logNRI(r.nriStopPod(context.Background(), p), "StopPodSandbox", "pod", p.Key())
+			r.nriRemovePod(context.Background(), p, nil)
+			return nil
+		})
 	}
 
 	p.State = state.PodReady
@@ -268,6 +295,9 @@ func sandboxSpec(cfg *runtimeapi.PodSandboxConfig) (sandbox.Spec, error) {
 		// reads it: the containers share the pause's PID namespace.
 		spec.ShareProcNS = true
 	}
+	if spec.UIDMappings, spec.GIDMappings, err = podUserNS(cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()); err != nil {
+		return spec, err
+	}
 	if err := validSysctls(cfg.GetLinux().GetSysctls(), spec.HostNetwork, spec.HostIPC); err != nil {
 		return spec, err
 	}
@@ -422,6 +452,8 @@ func (r *Runtime) stopSandbox(ctx context.Context, p *state.Pod) error {
 		end(err)
 		return err
 	}
+	// As containerd: a plugin's failure does not keep a pod from stopping.
+	logNRI(r.nriStopPod(ctx, p), "StopPodSandbox", "pod", p.Key())
 	if p.State == state.PodStopped {
 		end(nil)
 		return nil
@@ -518,6 +550,13 @@ func (r *Runtime) removeSandbox(ctx context.Context, p *state.Pod) (retErr error
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	logNRI(r.nriStopPod(ctx, p), "StopPodSandbox", "pod", p.Key())
+	ctrs := append([]state.Container(nil), p.Containers...)
+	defer func() {
+		if retErr == nil {
+			r.nriRemovePod(ctx, p, ctrs)
+		}
+	}()
 	end := rec.StartChild("RemovePodSandbox", "remove containers")
 	var removeErrs []error
 	for _, c := range append([]state.Container(nil), p.Containers...) {

@@ -23,9 +23,10 @@ import (
 // whether it works (a probe container created and deleted) and its
 // features. Learned once per process.
 type handlerCheck struct {
-	once sync.Once
-	err  error
-	rro  bool // recursive read-only mounts
+	once   sync.Once
+	err    error
+	rro    bool // recursive read-only mounts
+	userns bool // pods in user namespaces of their own
 }
 
 // ociConfig is handler name's OCI runtime as configured, without a
@@ -86,6 +87,7 @@ func (r *Runtime) checkHandler(name string, cfg *oci.RuntimeConfig) *handlerChec
 	chk.once.Do(func() {
 		if cfg.Type == oci.TypeLibcontainer {
 			chk.rro = RecursiveReadOnlySupported()
+			chk.userns = r.userNamespaces() == nil
 			return
 		}
 		cli, err := oci.NewCLI(*cfg)
@@ -123,7 +125,7 @@ func (r *Runtime) runtimeHandlers() (ok []*runtimeapi.RuntimeHandler, unavailabl
 		}
 		ok = append(ok, &runtimeapi.RuntimeHandler{
 			Name:     name,
-			Features: &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: chk.rro},
+			Features: &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: chk.rro, UserNamespaces: chk.userns},
 		})
 	}
 	return ok, unavailable

@@ -64,6 +64,7 @@ var supportTable = sync.OnceValue(func() map[string]rule {
 		"spec.hostNetwork":                        handled,
 		"spec.hostPID":                            handled,
 		"spec.hostIPC":                            handled,
+		"spec.hostUsers":                          handled,
 		"spec.shareProcessNamespace":              handled,
 		"spec.hostname":                           handled,
 		"spec.subdomain":                          handled,

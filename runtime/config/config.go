@@ -16,6 +16,7 @@ import (
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/env"
 	"github.com/podlab/podlab/runtime/inject"
+	"github.com/podlab/podlab/runtime/nri"
 )
 
 //go:embed default.yaml
@@ -60,6 +61,9 @@ type Config struct {
 	// runtimes table: a pod's runtime_handler (its RuntimeClass's
 	// handler) names one; "" is the default, libcontainer in the shim.
 	Runtimes map[string]Runtime `json:"runtimes"`
+	// NRI is the Node Resource Interface of `podlab serve`: its socket,
+	// its pre-registered plugins, its timeouts (see runtime/nri).
+	NRI nri.Config `json:"nri"`
 }
 
 // Runtime is the OCI runtime of a runtime handler.
@@ -166,6 +170,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := validateRuntimes(c.Runtimes); err != nil {
+		return err
+	}
+	if err := c.NRI.Validate(); err != nil {
 		return err
 	}
 	return c.Registry.Validate()
