@@ -132,6 +132,16 @@ func TestCRIRuntimeHandlers(t *testing.T) {
 		})
 	}
 
+	t.Run("runc with a user namespace", func(t *testing.T) {
+		cfg := s.podConfig("h-userns", "default", nil)
+		cfg.Linux.SecurityContext.NamespaceOptions.UsernsOptions = usernsPOD(usernsHostID)
+		_, err := rt.RunPodSandbox(criCtx(t), &pb.RunPodSandboxRequest{Config: cfg, RuntimeHandler: "runc"})
+		if err == nil || !strings.Contains(err.Error(), `runtime_handler "runc" (runc) has no user namespaces`) {
+			t.Fatalf("RunPodSandbox in a user namespace on runc: %v", err)
+		}
+		noState(t)
+	})
+
 	t.Run("unknown", func(t *testing.T) {
 		path := s.writeJSON(t, "pod-unknown.json", s.podConfig("h-unknown", "default", nil))
 		r := s.crictl("runp", "--runtime", "kata", path)
