@@ -112,6 +112,43 @@ func Pin(paths map[int]string, setup func() error) (retErr error) {
 	return <-errCh
 }
 
+// PinFrom pins namespaces of process pid, by kind (CLONE_NEWNET,
+// CLONE_NEWIPC, CLONE_NEWUTS), each by a bind mount of /proc/<pid>/ns/<kind>
+// on the file at its path, as containerd's NewNetNSFromPID does for a
+// network namespace made inside a pod's user namespace: a namespace owned
+// by a user namespace is made by a process in it, not by a thread of this
+// one. It fails if a file exists; on failure nothing is left behind.
+func PinFrom(pid int, paths map[int]string) (retErr error) {
+	var made []string
+	defer func() {
+		if retErr != nil {
+			for _, p := range made {
+				Remove(p)
+			}
+		}
+	}()
+	for kind, path := range paths {
+		name, ok := kindNames[kind]
+		if !ok {
+			return fmt.Errorf("pinning namespace %s: unsupported kind %#x", path, kind)
+		}
+		if err := ensureSharedDir(filepath.Dir(path)); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
+		if err != nil {
+			return fmt.Errorf("creating %s namespace file %s: %w", name, path, err)
+		}
+		f.Close()
+		made = append(made, path)
+		src := fmt.Sprintf("/proc/%d/ns/%s", pid, name)
+		if err := unix.Mount(src, path, "none", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind-mounting %s on %s: %w", src, path, err)
+		}
+	}
+	return nil
+}
+
 // ensureSharedDir makes dir a shared mount point (bind-mounting it on itself
 // first if needed), as `ip netns add` does, so that unmounting a namespace
 // file propagates into mount namespaces created after it.

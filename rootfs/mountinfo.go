@@ -1,6 +1,7 @@
 package rootfs
 
 import (
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -37,14 +38,22 @@ func mountsUnder(dirs ...string) ([]string, error) {
 }
 
 // overlayDirsInUse returns every directory that a mounted overlay uses as a
-// lower, upper, work or data directory.
+// lower, upper, work or data directory. A lower directory that is an
+// idmapped mount of a layer (MountOverlayIDMapped) counts as that layer.
 func overlayDirsInUse() (map[string]string, error) {
-	mounts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("overlay"))
+	mounts, err := mountinfo.GetMounts(nil)
 	if err != nil {
 		return nil, err
 	}
+	byPoint := map[string]*mountinfo.Info{}
+	for _, m := range mounts {
+		byPoint[m.Mountpoint] = m
+	}
 	used := map[string]string{}
 	for _, m := range mounts {
+		if m.FSType != "overlay" {
+			continue
+		}
 		for _, opt := range strings.Split(m.VFSOptions, ",") {
 			key, val, ok := strings.Cut(opt, "=")
 			if !ok {
@@ -53,14 +62,34 @@ func overlayDirsInUse() (map[string]string, error) {
 			switch key {
 			case "lowerdir", "lowerdir+", "upperdir", "workdir", "datadir+":
 				for _, d := range strings.Split(val, ":") {
-					if d != "" {
-						used[unescapeOption(d)] = m.Mountpoint
+					if d == "" {
+						continue
+					}
+					d = unescapeOption(d)
+					used[d] = m.Mountpoint
+					if src := bindSource(mounts, byPoint[d]); src != "" {
+						used[src] = m.Mountpoint
 					}
 				}
 			}
 		}
 	}
 	return used, nil
+}
+
+// bindSource is the path, in this mount namespace, of the directory that
+// bind mount b shows: b's root below a mount of the whole file system
+// (root "/") of the same device. "" if b is nil or not found.
+func bindSource(mounts []*mountinfo.Info, b *mountinfo.Info) string {
+	if b == nil || b.Root == "/" {
+		return ""
+	}
+	for _, m := range mounts {
+		if m.Major == b.Major && m.Minor == b.Minor && m.Root == "/" {
+			return filepath.Join(m.Mountpoint, b.Root)
+		}
+	}
+	return ""
 }
 
 // unescapeOption undoes the kernel's octal escapes (\040 for space etc.)

@@ -25,7 +25,14 @@ var forceMountAPI = false
 // as containerd keeps its overlay snapshots under its root: a container
 // can write as much as its image holds, and merged lives in the state dir,
 // a tmpfs on most hosts. rw and merged must not exist yet, or be empty.
-func MountOverlay(img *Image, rw, merged string) (err error) {
+func MountOverlay(img *Image, rw, merged string) error {
+	return MountOverlayIDMapped(img, rw, merged, nil)
+}
+
+// MountOverlayIDMapped is MountOverlay for a container in a user namespace
+// of its own (idmap; nil is MountOverlay): the layers are idmapped mounts
+// under rw/lower (see IDMap), unmounted and removed with rw.
+func MountOverlayIDMapped(img *Image, rw, merged string, idmap *IDMap) (err error) {
 	if img == nil || len(img.Layers) == 0 {
 		return errors.New("mounting overlay: image has no layers")
 	}
@@ -42,8 +49,14 @@ func MountOverlay(img *Image, rw, merged string) (err error) {
 		}
 	}
 	var made []string // removed again on failure, last first
+	var idmapped []string
 	defer func() {
 		if err != nil {
+			// The layers' idmapped mounts first: RemoveAll would
+			// otherwise delete the image through them.
+			for _, m := range idmapped {
+				unix.Unmount(m, unix.MNT_DETACH)
+			}
 			for _, d := range slices.Backward(made) {
 				os.RemoveAll(d)
 			}
@@ -73,6 +86,15 @@ func MountOverlay(img *Image, rw, merged string) (err error) {
 		return fmt.Errorf("mounting overlay: %w", err)
 	}
 	made = append(made, work)
+	if idmap != nil {
+		if err := chownUpper(upper, idmap); err != nil {
+			return fmt.Errorf("mounting overlay: %w", err)
+		}
+		if idmapped, err = idmapLowers(lowers, filepath.Join(rw, "lower"), idmap.UserNS); err != nil {
+			return fmt.Errorf("mounting overlay for %s: %w", img.Name, err)
+		}
+		lowers = idmapped
+	}
 	volatile := !volatileRefused.Load()
 	err = mountOverlay(lowers, upper, work, merged, volatile)
 	if volatile && errors.Is(err, unix.EINVAL) {
@@ -147,6 +169,25 @@ func makeUpper(upper, top string) error {
 		}
 	}
 	return unix.Chmod(upper, st.Mode&0o7777)
+}
+
+// chownUpper gives the upper directory's root, which has the top layer
+// root's owner, to that owner as the user namespace maps it: the host's
+// view of what the container sees through its idmapped layers.
+func chownUpper(upper string, idmap *IDMap) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(upper, &st); err != nil {
+		return err
+	}
+	uid, ok := hostID(idmap.UIDs, st.Uid)
+	if !ok {
+		return fmt.Errorf("the image's root directory's owner %d is not mapped in the user namespace", st.Uid)
+	}
+	gid, ok := hostID(idmap.GIDs, st.Gid)
+	if !ok {
+		return fmt.Errorf("the image's root directory's group %d is not mapped in the user namespace", st.Gid)
+	}
+	return os.Lchown(upper, int(uid), int(gid))
 }
 
 // indexOptionSupported reports whether the kernel knows overlay's "index"
@@ -254,7 +295,7 @@ func UnmountOverlay(rw, merged string) error {
 	}
 	for _, e := range entries {
 		switch {
-		case e.Name() == "upper", e.Name() == "work":
+		case e.Name() == "upper", e.Name() == "work", e.Name() == "lower":
 		case filepath.Join(rw, e.Name()) == merged:
 			// The layout before writable layers left the bundle: the
 			// mount point beside upper and work (<bundle>/fs/merged).

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/containerd/continuity/fs"
+	"github.com/containerd/nri/pkg/api"
 	securejoin "github.com/cyphar/filepath-securejoin"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/protobuf/proto"
@@ -34,7 +35,9 @@ import (
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/inject"
 	"github.com/podlab/podlab/runtime/kubecontainer"
+	"github.com/podlab/podlab/runtime/nri"
 	"github.com/podlab/podlab/runtime/shim"
+	"github.com/podlab/podlab/sandbox"
 )
 
 // CreateContainer creates a container in a running sandbox (CRI): the
@@ -48,6 +51,11 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, err
 	}
 	cgroupwarm.Start() // the init's cgroup attach, in the shim, comes in a few ms
+	// A pod still being created holds its lock until it is ready (its
+	// NRI RunPodSandbox included): it is not ready now, no need to wait.
+	if p, err := r.Store.PodByID(req.GetPodSandboxId()); err == nil && p.State == state.PodCreating {
+		return nil, errdefs.FailedPrecondition("pod sandbox %s is not ready (being created): containers are created in running sandboxes only", state.ShortID(p.ID))
+	}
 	p, lock, err := r.lockedPod(req.GetPodSandboxId())
 	if err != nil {
 		return nil, err
@@ -85,6 +93,8 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		Labels: cfg.Labels, Annotations: cfg.Annotations, State: ContainerCreated, CreatedAt: time.Now().UTC(),
 	}
 	ctr.Bundle = filepath.Join(r.Store.PodDir(p.ID), "containers", ctr.ID)
+	r.creating.Store(ctr.ID, struct{}{})
+	defer r.creating.Delete(ctr.ID)
 	ctr.CgroupPath = podCgroup(p).ContainerPath(ctr.ID)
 	ctr.LogPath = r.containerLogPath(p, cfg)
 
@@ -117,7 +127,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	rw, rootfsPath := r.containerRootfs(&ctr)
 	if err == nil {
 		undo.Add("unmounting rootfs", func() error { return r.unmountRootfs(&ctr) })
-		err = rootfs.MountOverlay(img, rw, rootfsPath)
+		err = r.mountContainerRootfs(p, img, rw, rootfsPath, ctr.Bundle)
 	}
 	end(err)
 	if err == nil {
@@ -128,7 +138,14 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	}
 
 	end = rec.StartChild(op, "ctr "+md.Name+" config")
-	err = r.containerSpec(p, cfg, img, rootfsPath, ctr.Bundle, ctr.ID)
+	// NRI's plugins hear of a creation that fails after they adjusted it.
+	undo.Add("undoing NRI CreateContainer", func() error {
+		if r.NRI.Active() {
+			r.NRI.UndoCreateContainer(context.Background(), nri.Pod(p), nri.Container(p, &ctr, nil))
+		}
+		return nil
+	})
+	err = r.containerSpec(ctx, p, &ctr, cfg, img, rootfsPath, rec, op)
 	if err == nil {
 		err = os.MkdirAll(filepath.Dir(ctr.LogPath), 0o755)
 	}
@@ -144,7 +161,11 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	undo.Add("deleting container in shim", func() error {
 		client, err := shim.Dial(p.ShimSocket)
 		if err != nil {
-			return r.Sandbox.OCI.Delete(ctr.ID)
+			rt, err := r.podOCI(p)
+			if err != nil {
+				return err
+			}
+			return rt.Delete(ctr.ID)
 		}
 		defer client.Close()
 		_, err = client.Delete(context.Background(), ctr.ID)
@@ -172,7 +193,36 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, err
 	}
 	undo = cleanup.List{}
+	if c := p.Container(ctr.ID); c != nil && r.NRI.Active() {
+		logNRI(r.NRI.PostCreateContainer(ctx, nri.Pod(p), nriContainer(p, c)), "PostCreateContainer", "container", ctr.ID)
+	}
 	return &runtimeapi.CreateContainerResponse{ContainerId: ctr.ID}, nil
+}
+
+// mountContainerRootfs mounts the container's overlay; in a pod with a
+// user namespace its layers are idmapped into it, and the way down to the
+// bundle is opened to the pod's root, whom runc's init is when it mounts
+// the rootfs (containerd makes its bundles 0711 for the same reason).
+func (r *Runtime) mountContainerRootfs(p *state.Pod, img *rootfs.Image, rw, rootfsPath, bundle string) error {
+	if !p.UserNS() {
+		return rootfs.MountOverlay(img, rw, rootfsPath)
+	}
+	if err := sandbox.MakeSearchable(r.Store.Dir(), bundle); err != nil {
+		return err
+	}
+	return rootfs.MountOverlayIDMapped(img, rw, rootfsPath, podIDMap(p))
+}
+
+// podIDMap is how a container's image layers map into p's user namespace,
+// the pause's; nil for a pod in the host's.
+func podIDMap(p *state.Pod) *rootfs.IDMap {
+	if !p.UserNS() {
+		return nil
+	}
+	return &rootfs.IDMap{
+		UserNS: fmt.Sprintf("/proc/%d/ns/user", p.PausePID),
+		UIDs:   ociIDMappings(p.UIDMappings), GIDs: ociIDMappings(p.GIDMappings),
+	}
 }
 
 // containerLogPath is where the container's CRI log goes: under the
@@ -189,13 +239,14 @@ func (r *Runtime) containerLogPath(p *state.Pod, cfg *runtimeapi.ContainerConfig
 // and its layers (layers.json: the CRI config as the client sent it, and
 // the OCI spec podlab made of it). The request is converted before
 // anything is made for it.
-func (r *Runtime) containerSpec(p *state.Pod, req *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, bundle, id string) error {
+func (r *Runtime) containerSpec(ctx context.Context, p *state.Pod, ctr *state.Container, req *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath string, rec *trace.Recorder, op string) error {
+	bundle, id := ctr.Bundle, ctr.ID
 	cfg, err := criDefaults(p, req, r.Store.PodDir(p.ID))
 	if err != nil {
 		return err
 	}
 	// Before anything reads the mounts' host paths; unmountRootfs undoes it.
-	if err := mountImageVolumes(r.Images.Lookup, cfg.Mounts, bundle); err != nil {
+	if err := mountImageVolumesIDMapped(r.Images.Lookup, cfg.Mounts, bundle, podIDMap(p)); err != nil {
 		return err
 	}
 	vols, err := imageVolumes(img, cfg.Mounts, bundle)
@@ -218,6 +269,10 @@ func (r *Runtime) containerSpec(p *state.Pod, req *runtimeapi.ContainerConfig, i
 	if spec.Linux.Seccomp != nil && !oci.SeccompSupported {
 		return errdefs.Wrap(errdefs.ErrUnimplemented, fmt.Errorf("config.linux.security_context.seccomp: %s profile asked for: %w", profile, oci.ErrSeccompNotBuilt))
 	}
+	changes, err := r.nriCreateContainer(ctx, p, ctr, spec, rec, op)
+	if err != nil {
+		return err
+	}
 	for i, m := range cfg.Mounts {
 		// containerd makes a missing host path a directory, as docker -v does.
 		if _, err := os.Stat(m.HostPath); errors.Is(err, os.ErrNotExist) {
@@ -236,7 +291,7 @@ func (r *Runtime) containerSpec(p *state.Pod, req *runtimeapi.ContainerConfig, i
 	if err != nil {
 		return err
 	}
-	l := &Layers{CRI: criJSON, OCI: spec, Injection: inj, Seccomp: profile}
+	l := &Layers{CRI: criJSON, OCI: spec, Injection: inj, Seccomp: profile, NRI: changes}
 	return l.write(bundle)
 }
 
@@ -303,6 +358,9 @@ func criDefaults(p *state.Pod, req *runtimeapi.ContainerConfig, podDir string) (
 	if err := validContainerNamespaces(sc.NamespaceOptions); err != nil {
 		return nil, err
 	}
+	if err := containerUserNS(sc.NamespaceOptions, p); err != nil {
+		return nil, err
+	}
 	if sc.Privileged && !p.Privileged {
 		// As containerd and CRI-O: the kubelet marks the sandbox of a pod
 		// with a privileged container privileged.
@@ -323,7 +381,10 @@ func criDefaults(p *state.Pod, req *runtimeapi.ContainerConfig, podDir string) (
 	// kubelet mounts the /etc/hosts it manages).
 	for _, f := range []struct{ name, path string }{{"hosts", "/etc/hosts"}, {"hostname", "/etc/hostname"}, {"resolv.conf", "/etc/resolv.conf"}} {
 		if !hasMount(cfg.Mounts, f.path) {
-			cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: f.path, HostPath: filepath.Join(podDir, "etc", f.name)})
+			// Idmapped in a pod's user namespace, as containerd mounts
+			// them: root's files, as the container sees them.
+			cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: f.path, HostPath: filepath.Join(podDir, "etc", f.name),
+				UidMappings: criMappings(p.UIDMappings), GidMappings: criMappings(p.GIDMappings)})
 		}
 	}
 	return cfg, nil
@@ -631,9 +692,17 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	rec := trace.NewAt(p.Created)
 	op := "StartContainer " + c.Name
 	end := rec.Start(op)
-	endStart := rec.StartChild(op, "ctr "+c.Name+" start")
-	st, err := client.Start(ctx, c.ID)
-	endStart(err)
+	var st shim.StartResponse
+	if r.NRI.Active() {
+		endNRI := rec.StartChild(op, "ctr "+c.Name+" nri")
+		err = r.NRI.StartContainer(ctx, nri.Pod(p), nriContainer(p, c))
+		endNRI(err)
+	}
+	if err == nil {
+		endStart := rec.StartChild(op, "ctr "+c.Name+" start")
+		st, err = client.Start(ctx, c.ID)
+		endStart(err)
+	}
 	end(err)
 	trace.FromContext(ctx).Merge(rec, op)
 	if err != nil {
@@ -658,6 +727,10 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	if err := r.Store.Save(p); err != nil {
 		return nil, err
 	}
+	if r.NRI.Active() {
+		logNRI(r.NRI.PostStartContainer(ctx, nri.Pod(p), nriContainer(p, c)), "PostStartContainer", "container", c.ID)
+	}
+	r.nriWatchExit(p, *c)
 	return &runtimeapi.StartContainerResponse{}, nil
 }
 
@@ -677,6 +750,9 @@ func (r *Runtime) StopContainer(ctx context.Context, req *runtimeapi.StopContain
 	}
 	if err := r.Store.Save(p); err != nil {
 		return nil, err
+	}
+	if r.NRI.Active() {
+		logNRI(r.NRI.StopContainer(ctx, nri.Pod(p), nriContainer(p, c)), "StopContainer", "container", c.ID)
 	}
 	return &runtimeapi.StopContainerResponse{}, nil
 }
@@ -714,8 +790,16 @@ func (r *Runtime) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveCon
 	if err := r.stopTask(ctx, p, c, 0); err != nil {
 		return nil, err
 	}
+	var ctr *api.Container
+	if r.NRI.Active() {
+		ctr = nriContainer(p, c)
+		logNRI(r.NRI.StopContainer(ctx, nri.Pod(p), ctr), "StopContainer", "container", c.ID)
+	}
 	if err := r.deleteTaskContainer(p, c); err != nil {
 		return nil, err
+	}
+	if ctr != nil {
+		logNRI(r.NRI.RemoveContainer(ctx, nri.Pod(p), ctr), "RemoveContainer", "container", ctr.Id)
 	}
 	return &runtimeapi.RemoveContainerResponse{}, nil
 }
@@ -730,7 +814,9 @@ func (r *Runtime) deleteTaskContainer(p *state.Pod, c *state.Container) error {
 		if err != nil {
 			return fmt.Errorf("deleting container %s: %w", state.ShortID(c.ID), err)
 		}
-	} else if err := r.Sandbox.OCI.Delete(c.ID); err != nil {
+	} else if rt, err := r.podOCI(p); err != nil {
+		return err
+	} else if err := rt.Delete(c.ID); err != nil {
 		return err
 	}
 	if err := r.unmountRootfs(c); err != nil {
@@ -790,6 +876,9 @@ func (r *Runtime) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 	p, c, err := r.Store.ContainerByID(req.ContainerId)
 	if err != nil {
 		return nil, notFound(err)
+	}
+	if _, creating := r.creating.Load(c.ID); creating {
+		return nil, errdefs.NotFound("container %s is being created", state.ShortID(c.ID))
 	}
 	if !refreshRecorded(p, c) {
 		_, done := r.dialTask(p, c)
@@ -913,6 +1002,9 @@ func (r *Runtime) ListContainers(ctx context.Context, req *runtimeapi.ListContai
 		}
 		for i := range p.Containers {
 			c := &p.Containers[i]
+			if _, creating := r.creating.Load(c.ID); creating {
+				continue // not yet a container a client can know of
+			}
 			RefreshContainer(c)
 			markOrphaned(p, c)
 			st := criContainerState(c.State)
@@ -1006,7 +1098,13 @@ func ExecProcess(bundle string, args []string) (*specs.Process, error) {
 // UpdateContainerResources applies new CPU and memory limits to a
 // container's live cgroup and records them in its config.json.
 func (r *Runtime) UpdateContainerResources(ctx context.Context, req *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
-	_, c, lock, err := r.lockedContainer(req.GetContainerId())
+	return r.updateContainerResources(ctx, req, true)
+}
+
+// updateContainerResources is UpdateContainerResources, asking NRI's
+// plugins first unless the update is theirs.
+func (r *Runtime) updateContainerResources(ctx context.Context, req *runtimeapi.UpdateContainerResourcesRequest, askNRI bool) (_ *runtimeapi.UpdateContainerResourcesResponse, retErr error) {
+	p, c, lock, err := r.lockedContainer(req.GetContainerId())
 	if err != nil {
 		return nil, err
 	}
@@ -1019,11 +1117,26 @@ func (r *Runtime) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 	if lr == nil {
 		return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 	}
+	if askNRI && r.NRI.Active() {
+		pod, ctr := nri.Pod(p), nriContainer(p, c)
+		res, err := r.NRI.UpdateContainer(ctx, pod, ctr, nriResources(lr))
+		if err != nil {
+			return nil, err
+		}
+		if res != nil {
+			lr = criResourcesOf(res)
+		}
+		defer func() {
+			if retErr == nil {
+				logNRI(r.NRI.PostUpdateContainer(ctx, pod, ctr), "PostUpdateContainer", "container", c.ID)
+			}
+		}()
+	}
 	if lr, err = enforceable(lr, c.Name); err != nil {
 		return nil, err
 	}
 	res := ociResources(lr)
-	if err := r.Sandbox.OCI.Update(c.ID, res); err != nil {
+	if err := r.updateResources(ctx, p, c.ID, res); err != nil {
 		return nil, fmt.Errorf("updating container %s: %w", state.ShortID(c.ID), err)
 	}
 	spec, err := ReadSpec(c.Bundle)
@@ -1082,4 +1195,22 @@ func enforceable(lr *runtimeapi.LinuxContainerResources, ctrName string) (*runti
 		slog.Warn("resource limit not enforced", "container", ctrName, "controller", m.Controller, "reason", m.String())
 	}
 	return out, nil
+}
+
+// updateResources updates a container's cgroup through its pod's shim;
+// where the shim is gone, or does not hold the container (a shim
+// restarted after a crash), through the pod's OCI runtime.
+func (r *Runtime) updateResources(ctx context.Context, p *state.Pod, id string, res *specs.LinuxResources) error {
+	if client, err := shim.Dial(p.ShimSocket); err == nil {
+		err = client.Update(ctx, id, res)
+		client.Close()
+		if !errdefs.IsNotFound(err) {
+			return err
+		}
+	}
+	rt, err := r.podOCI(p)
+	if err != nil {
+		return err
+	}
+	return rt.Update(id, res)
 }

@@ -53,6 +53,9 @@ type sandboxInfo struct {
 	// OOMScoreAdjFloor is the lowest oom_score_adj the kernel lets this
 	// process give a container (see proc.OOMScoreAdjFloor).
 	OOMScoreAdjFloor int
+	// UIDMappings and GIDMappings are the pod's user namespace, the
+	// pause's, which its containers join; none: the host's.
+	UIDMappings, GIDMappings []specs.LinuxIDMapping
 }
 
 // defaultCaps is the capability set CRI runtimes (containerd, CRI-O, moby)
@@ -185,6 +188,9 @@ func buildOCI(cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, ct
 	l := s.Linux
 	l.CgroupsPath = sb.Cgroup.OCICgroupsPath(ctrID)
 	l.Namespaces = containerNamespaces(sc.NamespaceOptions, sb)
+	// With the path, the mappings: runc checks them against the user
+	// namespace it joins, as containerd's WithUserNamespace gives both.
+	l.UIDMappings, l.GIDMappings = sb.UIDMappings, sb.GIDMappings
 	if !sc.Privileged {
 		// A private cgroup namespace, as containerd and CRI-O give every
 		// unprivileged container on v2: its /sys/fs/cgroup and

@@ -58,7 +58,19 @@ func bindMount(m *runtimeapi.Mount, field string, s *specs.Spec) (specs.Mount, e
 		}
 		opts = append(opts, "rro")
 	}
-	return specs.Mount{Destination: m.ContainerPath, Source: m.HostPath, Type: "bind", Options: opts}, nil
+	return specs.Mount{Destination: m.ContainerPath, Source: m.HostPath, Type: "bind", Options: opts,
+		UIDMappings: criIDMappings(m.UidMappings), GIDMappings: criIDMappings(m.GidMappings)}, nil
+}
+
+// criIDMappings are the CRI's ID mappings of an idmapped mount (the
+// kubelet gives each mount of a pod with hostUsers: false its pod's) in
+// the OCI spec, where runc makes the mount idmapped.
+func criIDMappings(ms []*runtimeapi.IDMapping) []specs.LinuxIDMapping {
+	var out []specs.LinuxIDMapping
+	for _, m := range ms {
+		out = append(out, specs.LinuxIDMapping{ContainerID: m.ContainerId, HostID: m.HostId, Size: m.Length})
+	}
+	return out
 }
 
 // checkPropagation makes the checks containerd makes of a host path
@@ -177,6 +189,14 @@ type imageLookup func(ref string) (*rootfs.Image, error)
 // sets the mount's host path to it. What it mounted stays on error:
 // unmountImageVolumes removes it, as CreateContainer's rollback does.
 func mountImageVolumes(lookup imageLookup, mounts []*runtimeapi.Mount, bundle string) error {
+	return mountImageVolumesIDMapped(lookup, mounts, bundle, nil)
+}
+
+// mountImageVolumesIDMapped is mountImageVolumes for a container in its
+// pod's user namespace (idmap; nil: the host's): the image's layers are
+// idmapped, as its rootfs's are, and the bind of the volume is not (an
+// overlay cannot be; containerd drops the kubelet's mappings there too).
+func mountImageVolumesIDMapped(lookup imageLookup, mounts []*runtimeapi.Mount, bundle string, idmap *rootfs.IDMap) error {
 	type ref struct {
 		ContainerPath string `json:"containerPath"`
 		ImageRef      string `json:"imageRef"`
@@ -198,9 +218,10 @@ func mountImageVolumes(lookup imageLookup, mounts []*runtimeapi.Mount, bundle st
 		if err := os.MkdirAll(target, 0o755); err != nil {
 			return fmt.Errorf("%s: image volume mount point: %w", field, err)
 		}
-		if err := mountImageReadOnly(img, target); err != nil {
+		if err := mountImageReadOnly(img, target, idmap); err != nil {
 			return fmt.Errorf("%s: mounting image %s: %w", field, img.Name, err)
 		}
+		m.UidMappings, m.GidMappings = nil, nil
 		src := target
 		if sub := m.ImageSubPath; sub != "" {
 			// Resolved inside the image: a link in it cannot lead out.
@@ -256,18 +277,26 @@ func imageVolumeRefs(mounts []*runtimeapi.Mount, bundle string) {
 
 // mountImageReadOnly mounts img's root filesystem read-only at target:
 // a bind of its one layer, or an overlay of its layers (top first)
-// without an upper directory, which overlayfs makes read-only.
-func mountImageReadOnly(img *rootfs.Image, target string) error {
+// without an upper directory, which overlayfs makes read-only. With
+// idmap, the layers are idmapped (the overlay's at target+".layers").
+func mountImageReadOnly(img *rootfs.Image, target string, idmap *rootfs.IDMap) error {
 	var lowers []string
 	for _, l := range slices.Backward(img.Layers) {
 		if !slices.Contains(lowers, l) {
 			lowers = append(lowers, l)
 		}
 	}
-	switch len(lowers) {
-	case 0:
+	switch {
+	case len(lowers) == 0:
 		return errors.New("the image has no layers")
-	case 1:
+	case idmap != nil && len(lowers) == 1:
+		return rootfs.MountIDMapped(lowers[0], target, idmap)
+	case idmap != nil:
+		var err error
+		if lowers, err = rootfs.IDMapLayers(lowers, target+".layers", idmap); err != nil {
+			return err
+		}
+	case len(lowers) == 1:
 		if err := unix.Mount(lowers[0], target, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("bind-mounting layer %s on %s: %w", lowers[0], target, err)
 		}

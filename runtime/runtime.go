@@ -20,6 +20,7 @@ import (
 	"github.com/podlab/podlab/runtime/config"
 	"github.com/podlab/podlab/runtime/inject"
 	"github.com/podlab/podlab/runtime/kubecontainer"
+	"github.com/podlab/podlab/runtime/nri"
 	"github.com/podlab/podlab/runtime/shim"
 	"github.com/podlab/podlab/sandbox"
 )
@@ -49,6 +50,31 @@ type Runtime struct {
 	// container ID), from which the next ContainerStats computes
 	// usage_nano_cores.
 	cpuSamples sync.Map
+	// handlerChecks holds a *handlerCheck by runtime handler name.
+	handlerChecks sync.Map
+	// NRI relays the pods' and containers' lifecycle to NRI plugins (nil:
+	// disabled; `podlab serve` starts it, see StartNRI).
+	NRI *nri.API
+	// creating holds the IDs of containers whose CreateContainer is under
+	// way: recorded (for gc) but not yet a container a client can know of,
+	// as a pod that is Creating.
+	creating sync.Map
+	// exits watches running containers' bundles for their exit, for NRI.
+	exits exitWatch
+	// usernsProbe caches whether pods can have user namespaces here.
+	usernsProbe struct {
+		once sync.Once
+		err  error
+	}
+}
+
+// userNamespaces reports whether pods can have user namespaces of their
+// own on this host (see sandbox.IDMapSupported), probed once.
+func (r *Runtime) userNamespaces() error {
+	r.usernsProbe.once.Do(func() {
+		r.usernsProbe.err = sandbox.IDMapSupported(r.Config.PauseBinary, r.Config.ImageDir, r.Config.StateDir)
+	})
+	return r.usernsProbe.err
 }
 
 // New opens the state store, the sandbox manager and the image store.
@@ -103,7 +129,8 @@ func (r *Runtime) volumesDir(p *state.Pod) string {
 }
 
 func sandboxOf(p *state.Pod) sandboxInfo {
-	return sandboxInfo{PodID: p.ID, NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, PausePID: p.PausePID, Hostname: podHostname(p), HostNetwork: p.HostNetwork, HostIPC: p.HostIPC, HostPID: p.HostPID, SharePID: p.ShareProcNS, Cgroup: podCgroup(p), OOMScoreAdjFloor: oomScoreAdjFloor()}
+	return sandboxInfo{PodID: p.ID, NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, PausePID: p.PausePID, Hostname: podHostname(p), HostNetwork: p.HostNetwork, HostIPC: p.HostIPC, HostPID: p.HostPID, SharePID: p.ShareProcNS, Cgroup: podCgroup(p), OOMScoreAdjFloor: oomScoreAdjFloor(),
+		UIDMappings: ociIDMappings(p.UIDMappings), GIDMappings: ociIDMappings(p.GIDMappings)}
 }
 
 // cgroupDriver is cfg's cgroup driver (Validate checked it).
@@ -148,6 +175,9 @@ type Layers struct {
 	// RuntimeDefault, "Localhost <file>" or Unconfined (empty: made before
 	// podlab had seccomp).
 	Seccomp string `json:"seccomp,omitempty"`
+	// NRI is what each NRI plugin changed in the OCI layer (each plugin's
+	// time is in the pod's trace).
+	NRI []nri.Change `json:"nri,omitempty"`
 }
 
 func (l *Layers) write(dir string) error {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/podlab/podlab/internal/proc"
+	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/netns"
 )
 
@@ -151,6 +152,32 @@ func startPause(rootfs string, joinCgroup func(pid int) error, ns pauseNamespace
 	if !ns.HostPID {
 		flags |= unix.CLONE_NEWPID
 	}
+	attr := &syscall.SysProcAttr{Setsid: true}
+	userns := len(ns.UIDMappings) > 0
+	if userns {
+		// The pod's user namespace, and its network, IPC and UTS
+		// namespaces owned by it, are the pause's own, made as it is
+		// cloned; the caller pins them after. setgroups stays allowed:
+		// the pause and runc's init drop supplementary groups with it.
+		flags |= unix.CLONE_NEWUSER
+		attr.UidMappings, attr.GidMappings = sysProcIDMaps(ns.UIDMappings), sysProcIDMaps(ns.GIDMappings)
+		attr.GidMappingsEnableSetgroups = true
+		// The pod's root, whom the mappings make of no host ID until
+		// set: a process whose uid is unmapped execs without
+		// capabilities in its own user namespace.
+		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
+	}
+	joins := map[int]string{}
+	for kind, path := range map[int]string{unix.CLONE_NEWNET: ns.NetNS, unix.CLONE_NEWIPC: ns.IPCNS, unix.CLONE_NEWUTS: ns.UTSNS} {
+		switch {
+		case path == "":
+		case userns:
+			flags |= uintptr(kind)
+		default:
+			joins[kind] = path
+		}
+	}
+	attr.Cloneflags = flags
 	cmd := &exec.Cmd{
 		Path: filepath.Join(rootfs, "pause"),
 		Args: []string{"/pause"},
@@ -160,13 +187,7 @@ func startPause(rootfs string, joinCgroup func(pid int) error, ns pauseNamespace
 		// The role marks it as podlab's for the leak check.
 		Env:         []string{"PATH=/", "GOMAXPROCS=1", "GOGC=off", pauseRootfsEnv + "=" + rootfs, proc.RoleEnv + "=" + proc.RolePause},
 		ExtraFiles:  []*os.File{theirs},
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Cloneflags: flags},
-	}
-	joins := map[int]string{}
-	for kind, path := range map[int]string{unix.CLONE_NEWNET: ns.NetNS, unix.CLONE_NEWIPC: ns.IPCNS, unix.CLONE_NEWUTS: ns.UTSNS} {
-		if path != "" {
-			joins[kind] = path
-		}
+		SysProcAttr: attr,
 	}
 	err = netns.Enter(joins, cmd.Start)
 	theirs.Close()
@@ -227,10 +248,21 @@ func startPause(rootfs string, joinCgroup func(pid int) error, ns pauseNamespace
 
 // pauseNamespaces says which namespaces the pause holds for the pod: the
 // pinned ones it joins ("" = the host's), and whether it starts the pod's
-// PID namespace.
+// PID namespace. With UIDMappings the pause starts the pod's user
+// namespace, and makes the network, IPC and UTS namespaces whose path is
+// set rather than joining them: the caller pins them from it.
 type pauseNamespaces struct {
-	NetNS, IPCNS, UTSNS string
-	HostPID             bool
+	NetNS, IPCNS, UTSNS      string
+	HostPID                  bool
+	UIDMappings, GIDMappings []state.IDMapping
+}
+
+func sysProcIDMaps(ms []state.IDMapping) []syscall.SysProcIDMap {
+	out := make([]syscall.SysProcIDMap, len(ms))
+	for i, m := range ms {
+		out[i] = syscall.SysProcIDMap{ContainerID: int(m.ContainerID), HostID: int(m.HostID), Size: int(m.Size)}
+	}
+	return out
 }
 
 // pauseOOMScoreAdj is the pause's oom_score_adj: the kubelet's

@@ -20,7 +20,6 @@ import (
 	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/manifest"
-	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
@@ -66,7 +65,6 @@ type Manager struct {
 	// store holds the pod records; the runtime core owns it and hands it
 	// over, and the sandbox writes its own stages' records there.
 	store *state.Store
-	OCI   *oci.Runtime
 	cni   *cniClient
 	nets  []network
 	// netnsFirst: teardown removes the netns before CNI DEL (see
@@ -91,7 +89,6 @@ func New(cfg Config, store *state.Store) (*Manager, error) {
 	return &Manager{
 		Config: cfg,
 		store:  store,
-		OCI:    &oci.Runtime{Root: filepath.Join(cfg.StateDir, "runc")},
 		cni:    cni,
 		nets:   nets,
 
@@ -146,6 +143,10 @@ type Spec struct {
 	CgroupParent string
 	// Privileged: the sandbox may hold privileged containers.
 	Privileged bool
+	// UIDMappings and GIDMappings, when set, give the pod a user
+	// namespace of its own (the caller validated them): the pause and
+	// the pod's network, IPC and UTS namespaces are made in it.
+	UIDMappings, GIDMappings []state.IDMapping
 }
 
 // SpecFromPod is the sandbox of a v1 Pod, as the kubelet's
@@ -217,6 +218,8 @@ func (m *Manager) Create(spec Spec, rec *trace.Recorder) (*state.Pod, error) {
 		Sysctls:      spec.Sysctls,
 		PortMappings: spec.PortMappings,
 		Privileged:   spec.Privileged,
+		UIDMappings:  spec.UIDMappings,
+		GIDMappings:  spec.GIDMappings,
 
 		TerminationGracePeriod: spec.TerminationGracePeriod,
 	}
@@ -272,7 +275,14 @@ func (m *Manager) Start(ctx context.Context, p *state.Pod, rec *trace.Recorder) 
 
 	var end func(error)
 	var err error
-	if !p.HostNetwork {
+	// A pod with a user namespace of its own has its network, IPC and UTS
+	// namespaces made by its pause, inside that user namespace, so that
+	// they are the pod's to administer (as containerd makes a user-
+	// namespaced pod's netns inside its user namespace); they are pinned
+	// once the pause runs, and CNI and sysctls follow. Otherwise podlab
+	// makes and pins them first, and the pause joins them.
+	userns := p.UserNS()
+	if !p.HostNetwork && !userns {
 		undo.Add("removing netns", func() error { return netns.Remove(p.NetNS) })
 		end = rec.Start("netns")
 		var setup func() error
@@ -295,7 +305,10 @@ func (m *Manager) Start(ctx context.Context, p *state.Pod, rec *trace.Recorder) 
 	// start, only once both are done.
 	var cniRes addResult
 	cni := inBackground(func() error { return nil })
-	if !p.HostNetwork {
+	startCNI := func() {
+		if p.HostNetwork {
+			return
+		}
 		// DEL is registered before ADD: a half-done ADD (a lease taken, a
 		// veth made) is undone by DEL, which every plugin must tolerate.
 		for _, n := range m.nets {
@@ -317,23 +330,37 @@ func (m *Manager) Start(ctx context.Context, p *state.Pod, rec *trace.Recorder) 
 	// Rollback (the deferred undo above) must not start before CNI ADD
 	// ends. ADD is left to finish rather than killed: a plugin killed half
 	// way is the one case its DEL is least likely to clean up.
-	defer cni.wait()
-
-	// The pod's IPC and UTS namespaces are pinned, as CRI-O does, rather
-	// than taken from the pause: its containers can then be created while
-	// the pause starts.
-	if pins := podPins(p); len(pins) > 0 {
-		undo.Add("removing pinned namespaces", func() error { return removePins(p) })
-		end = rec.Start("pod ns")
-		err = netns.Pin(pins, func() error {
-			if p.UTSNS == "" {
-				return nil
-			}
-			return unix.Sethostname([]byte(p.Hostname))
-		})
+	defer func() { cni.wait() }()
+	sysctls := func() error {
+		if len(p.Sysctls) == 0 {
+			return nil
+		}
+		end := rec.Start("sysctls")
+		err := applySysctls(p, p.Sysctls)
 		end(err)
 		if err != nil {
-			return fmt.Errorf("namespaces stage: %w", err)
+			return fmt.Errorf("sysctls stage: %w", err)
+		}
+		return nil
+	}
+	if !userns {
+		startCNI()
+		// The pod's IPC and UTS namespaces are pinned, as CRI-O does,
+		// rather than taken from the pause: its containers can then be
+		// created while the pause starts.
+		if pins := podPins(p); len(pins) > 0 {
+			undo.Add("removing pinned namespaces", func() error { return removePins(p) })
+			end = rec.Start("pod ns")
+			err = netns.Pin(pins, func() error {
+				if p.UTSNS == "" {
+					return nil
+				}
+				return unix.Sethostname([]byte(p.Hostname))
+			})
+			end(err)
+			if err != nil {
+				return fmt.Errorf("namespaces stage: %w", err)
+			}
 		}
 	}
 	if p.DevShm != "" {
@@ -348,12 +375,9 @@ func (m *Manager) Start(ctx context.Context, p *state.Pod, rec *trace.Recorder) 
 			return err
 		}
 	}
-	if len(p.Sysctls) > 0 {
-		end = rec.Start("sysctls")
-		err = applySysctls(p, p.Sysctls)
-		end(err)
-		if err != nil {
-			return fmt.Errorf("sysctls stage: %w", err)
+	if !userns {
+		if err := sysctls(); err != nil {
+			return err
 		}
 	}
 
@@ -369,6 +393,13 @@ func (m *Manager) Start(ctx context.Context, p *state.Pod, rec *trace.Recorder) 
 	}
 
 	// The pause's cgroup goes with the pod's, whose undo is registered above.
+	if userns {
+		// Before the pause that makes them: the pins are the pod's
+		// namespaces once it has gone.
+		undo.Add("removing pinned namespaces", func() error {
+			return errors.Join(removePins(p), netns.Remove(p.NetNS))
+		})
+	}
 	var pausePID, pauseOOM int
 	var pauseStart uint64
 	undo.Add("stopping pause", func() error { return proc.Stop(pausePID, pauseStart, 0) })
@@ -397,6 +428,18 @@ func (m *Manager) Start(ctx context.Context, p *state.Pod, rec *trace.Recorder) 
 	if err := waitPause(); err != nil {
 		return err
 	}
+	if userns {
+		end = rec.Start("pod ns")
+		err = m.pinPauseNamespaces(p)
+		end(err)
+		if err != nil {
+			return fmt.Errorf("namespaces stage: %w", err)
+		}
+		startCNI()
+		if err := sysctls(); err != nil {
+			return err
+		}
+	}
 
 	if err := cni.wait(); err != nil {
 		return err
@@ -404,6 +447,32 @@ func (m *Manager) Start(ctx context.Context, p *state.Pod, rec *trace.Recorder) 
 	p.IPs, p.Gateway = cniRes.IPs, cniRes.Gateway
 	p.Spans = rec.Spans()
 	return m.store.Save(p)
+}
+
+// pinPauseNamespaces pins the network, IPC and UTS namespaces that the
+// pause of a user-namespaced pod made, names the pod's host in its UTS
+// namespace and brings up its loopback as the netns stage would have.
+func (m *Manager) pinPauseNamespaces(p *state.Pod) error {
+	pins := podPins(p)
+	if p.NetNS != "" {
+		pins[unix.CLONE_NEWNET] = p.NetNS
+	}
+	if err := netns.PinFrom(p.PausePID, pins); err != nil {
+		return err
+	}
+	if p.UTSNS != "" {
+		// This process's root is root in every user namespace it made,
+		// the pod's included: it may name the pod's host.
+		if err := netns.Enter(map[int]string{unix.CLONE_NEWUTS: p.UTSNS}, func() error {
+			return unix.Sethostname([]byte(p.Hostname))
+		}); err != nil {
+			return fmt.Errorf("setting the pod's hostname: %w", err)
+		}
+	}
+	if p.NetNS != "" && m.Config.CNI.Loopback && m.Config.CNI.InternalLoopback {
+		return netns.Do(p.NetNS, upLoopback)
+	}
+	return nil
 }
 
 // background is a stage running in its own goroutine; rollback must not
@@ -436,9 +505,16 @@ func (m *Manager) startPause(p *state.Pod) (pid int, startTime uint64, err error
 	if err != nil {
 		return 0, 0, err
 	}
+	if p.UserNS() {
+		// The pause execs itself as the pod's root, and mounts its rootfs.
+		if err := MakeSearchable(filepath.Dir(m.Config.PauseDir), rootfs); err != nil {
+			return 0, 0, err
+		}
+	}
 	cg := m.Cgroup(p)
 	return startPause(rootfs, func(pid int) error { return cgroups.JoinPause(cg, p.ID, pid) }, pauseNamespaces{
 		NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, HostPID: p.HostPID,
+		UIDMappings: p.UIDMappings, GIDMappings: p.GIDMappings,
 	})
 }
 

@@ -176,6 +176,8 @@ func TestParseErrors(t *testing.T) {
 		{"bad restartPolicy", app("", "restartPolicy: Sometimes\n"), []string{`spec.restartPolicy: Unsupported value: "Sometimes"`}},
 		{"shareProcessNamespace with hostPID", app("", "shareProcessNamespace: true\nhostPID: true\n"), []string{"ShareProcessNamespace and HostPID cannot both be enabled"}},
 		{"bad hostname", app("", "hostname: web_0\n"), []string{`spec.hostname: Invalid value: "web_0"`}},
+		{"hostUsers false with host namespaces", app("", "hostUsers: false\nhostNetwork: true\nhostPID: true\nhostIPC: true\n"),
+			[]string{"spec.hostNetwork: Forbidden: when `hostUsers` is false", "spec.hostPID: Forbidden", "spec.hostIPC: Forbidden"}},
 
 		// Environment.
 		{"env name with =", app("env:\n- name: A=B\n  value: x\n", ""), []string{`spec.containers[0].env[0].name: Invalid value: "A=B": a valid environment variable name must consist only of printable ASCII characters other than '='`}},

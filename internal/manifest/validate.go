@@ -128,6 +128,18 @@ func (v *podValidator) spec(p *field.Path) {
 			v.add(field.Invalid(p.Child("nodeName"), s.NodeName, msg))
 		}
 	}
+	if s.HostUsers != nil && !*s.HostUsers {
+		// As the API server's validateHostUsers: a pod's user namespace
+		// with the node's network, PID or IPC namespace is refused.
+		for _, h := range []struct {
+			name string
+			set  bool
+		}{{"hostNetwork", s.HostNetwork}, {"hostPID", s.HostPID}, {"hostIPC", s.HostIPC}} {
+			if h.set {
+				v.add(field.Forbidden(p.Child(h.name), "when `hostUsers` is false"))
+			}
+		}
+	}
 	if s.ShareProcessNamespace != nil && *s.ShareProcessNamespace && s.HostPID {
 		v.add(field.Invalid(p.Child("shareProcessNamespace"), true, "ShareProcessNamespace and HostPID cannot both be enabled"))
 	}

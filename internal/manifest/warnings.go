@@ -64,10 +64,12 @@ var supportTable = sync.OnceValue(func() map[string]rule {
 		"spec.hostNetwork":                        handled,
 		"spec.hostPID":                            handled,
 		"spec.hostIPC":                            handled,
+		"spec.hostUsers":                          handled,
 		"spec.shareProcessNamespace":              handled,
 		"spec.hostname":                           handled,
 		"spec.subdomain":                          handled,
 		"spec.imagePullSecrets":                   handled, // credentials for PullImage
+		"spec.runtimeClassName":                   handled, // the CRI runtime handler of that name
 		"spec.securityContext":                    walkIn,
 		"spec.securityContext.runAsUser":          handled,
 		"spec.securityContext.runAsGroup":         handled,

@@ -98,14 +98,22 @@ type Pod struct {
 	ShareProcNS bool   `json:"shareProcessNamespace,omitempty"`
 	// Privileged: the sandbox may hold privileged containers (the CRI's
 	// LinuxSandboxSecurityContext.privileged).
-	Privileged   bool   `json:"privileged,omitempty"`
-	Manifest     string `json:"manifest,omitempty"` // the manifest as given, for inspect
-	ManifestPath string `json:"manifestPath,omitempty"`
+	Privileged bool `json:"privileged,omitempty"`
+	// UIDMappings and GIDMappings are the pod's user namespace (the CRI's
+	// userns_options, mode POD): one range each, container ID 0 first.
+	// None: the host's user namespace.
+	UIDMappings  []IDMapping `json:"uidMappings,omitempty"`
+	GIDMappings  []IDMapping `json:"gidMappings,omitempty"`
+	Manifest     string      `json:"manifest,omitempty"` // the manifest as given, for inspect
+	ManifestPath string      `json:"manifestPath,omitempty"`
 	// TerminationGracePeriod is spec.terminationGracePeriodSeconds.
 	TerminationGracePeriod *int64 `json:"terminationGracePeriodSeconds,omitempty"`
 	// PauseOOMScoreAdj is the pause's oom_score_adj as set: -998 asked,
 	// clamped where the kernel allows no lower (no CAP_SYS_RESOURCE).
 	PauseOOMScoreAdj *int `json:"pauseOomScoreAdj,omitempty"`
+	// RuntimeHandler is the CRI runtime handler whose OCI runtime the
+	// pod's shim runs its containers with; "" the default.
+	RuntimeHandler string `json:"runtimeHandler,omitempty"`
 
 	Containers []Container  `json:"containers,omitempty"`
 	Events     []Event      `json:"events,omitempty"`
@@ -506,3 +514,14 @@ func (l *Lock) UnlockAndRemove() {
 		l.f.Close()
 	}
 }
+
+// IDMapping is a range of IDs of a user namespace: Size IDs from
+// ContainerID inside are HostID... outside, as a line of uid_map.
+type IDMapping struct {
+	ContainerID uint32 `json:"containerID"`
+	HostID      uint32 `json:"hostID"`
+	Size        uint32 `json:"size"`
+}
+
+// UserNS reports whether the pod has a user namespace of its own.
+func (p *Pod) UserNS() bool { return len(p.UIDMappings) > 0 }

@@ -146,6 +146,11 @@ type Layer struct {
 	// asked for, config.json set (clamped: see runtime.buildOCI) and the
 	// live process has.
 	OOMScoreAdj *int `json:"oomScoreAdj,omitempty"`
+	// UIDMap and GIDMap (oci and process) are the user namespace's
+	// mappings, as uid_map lines: config.json's linux.uidMappings, the
+	// live process's /proc/PID/uid_map; "" for the host's.
+	UIDMap string `json:"uidMap,omitempty"`
+	GIDMap string `json:"gidMap,omitempty"`
 	// Error says why the layer could not be read (e.g. the container is
 	// not running, for the process layer).
 	Error string `json:"error,omitempty"`
@@ -166,6 +171,9 @@ type Process struct {
 	// (enforce)", "unconfined"); "" where AppArmor is off.
 	AppArmor    string
 	OOMScoreAdj *int // nil: unreadable
+	// UIDMap and GIDMap are /proc/PID/uid_map and gid_map, one mapping
+	// a line with single spaces; "" in the host's user namespace.
+	UIDMap, GIDMap string
 }
 
 // The seccomp modes /proc/PID/status shows.
@@ -449,6 +457,9 @@ func OCILayer(s *specs.Spec) Layer {
 		l.Mounts = append(l.Mounts, om)
 	}
 	l.HookMounts = ociHookMounts(s)
+	if s.Linux != nil {
+		l.UIDMap, l.GIDMap = idMapLines(s.Linux.UIDMappings), idMapLines(s.Linux.GIDMappings)
+	}
 	l.Seccomp = OCISeccomp(s, "")
 	if s.Process != nil {
 		l.AppArmor = s.Process.ApparmorProfile
@@ -500,6 +511,7 @@ func ProcessLayer(p *Process, spec *specs.Spec) Layer {
 	l.Seccomp = seccompMode(p.Seccomp)
 	l.AppArmor = p.AppArmor
 	l.OOMScoreAdj = p.OOMScoreAdj
+	l.UIDMap, l.GIDMap = p.UIDMap, p.GIDMap
 	var masked, readonly []string
 	if spec != nil && spec.Linux != nil {
 		masked, readonly = spec.Linux.MaskedPaths, spec.Linux.ReadonlyPaths
@@ -708,4 +720,13 @@ func (l *Layer) hookMount(path string) *Mount {
 		}
 	}
 	return nil
+}
+
+// idMapLines is an OCI spec's ID mappings as uid_map has them.
+func idMapLines(ms []specs.LinuxIDMapping) string {
+	var lines []string
+	for _, m := range ms {
+		lines = append(lines, fmt.Sprintf("%d %d %d", m.ContainerID, m.HostID, m.Size))
+	}
+	return strings.Join(lines, "\n")
 }

@@ -54,7 +54,28 @@ func ReadProcess(pid int) (*Process, error) {
 			pr.OOMScoreAdj = &adj
 		}
 	}
+	pr.UIDMap, pr.GIDMap = readIDMap(pid, "uid_map"), readIDMap(pid, "gid_map")
 	return pr, nil
+}
+
+// hostIDMap is the initial user namespace's uid_map and gid_map.
+const hostIDMap = "0 0 4294967295"
+
+// readIDMap is /proc/<pid>/<file> (uid_map, gid_map), one mapping a line
+// with single spaces; "" for the host's (or unreadable).
+func readIDMap(pid int, file string) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, file))
+	if err != nil {
+		return ""
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		lines = append(lines, strings.Join(strings.Fields(l), " "))
+	}
+	if m := strings.Join(lines, "\n"); m != hostIDMap {
+		return m
+	}
+	return ""
 }
 
 // appArmorLabel is the AppArmor profile confining pid, with its mode,

@@ -112,9 +112,15 @@ func Verify(p *state.Pod, rules Rules) *Verification {
 		v.Checks = append(v.Checks, verifyContainer(p, pod, &p.Containers[i], rules)...)
 	}
 	v.Checks = append(v.Checks, verifyPause(p, rules)...)
+	v.Checks = append(v.Checks, verifyUserNS(p)...)
 	for _, e := range p.Events {
 		if e.Reason == "EnvOverride" {
 			v.Overrides = append(v.Overrides, Override{Container: e.Object, Message: e.Message})
+		}
+	}
+	for i := range p.Containers {
+		if stored, err := ReadStored(p.Containers[i].Bundle); err == nil {
+			v.Overrides = append(v.Overrides, nriOverrides(&p.Containers[i], stored)...)
 		}
 	}
 	v.OK = len(v.Failures()) == 0
@@ -175,7 +181,7 @@ func verifyContainer(p *state.Pod, pod *corev1.Pod, c *state.Container, rules Ru
 	if err != nil {
 		return append(checks, fail("injection", "resolving the rules: "+err.Error())...)
 	}
-	items := ExpectedItems(rules, inj)
+	items := append(ExpectedItems(rules, inj), NRIItems(stored)...)
 	want := processEnv(items, stored.Options)
 	for _, it := range items {
 		checks = append(checks, checkItem(name, it, layers, stored.Options, want, storedOnly))
@@ -292,6 +298,12 @@ func processEnv(items []Item, opts *kubecontainer.RunContainerOptions) map[strin
 			want[it.Name] = it.Value
 		}
 	}
+	// NRI's plugins come last: what they set is what the process gets.
+	for _, it := range items {
+		if it.Kind == KindEnv && it.Point == PointNRI {
+			want[it.Name] = it.Value
+		}
+	}
 	return want
 }
 
@@ -390,11 +402,11 @@ func checkStored(it Item, layers []Layer, opts *kubecontainer.RunContainerOption
 		return fmt.Sprintf("RunContainerOptions has %s=%q from %s (%s), want %q from %s (%s)", e.Name, e.Value, e.Source, e.Origin, it.Value, it.Source, it.Origin), ""
 	case it.Kind == KindMount && it.Point == inject.PointKubelet:
 		return storedMount(optsLayer.mount(it.Name), it, "RunContainerOptions"), ""
-	case it.Kind == KindEnv && it.Point == inject.PointRuntime:
+	case it.Kind == KindEnv && (it.Point == inject.PointRuntime || it.Point == PointNRI):
 		if v, ok := oci.envValue(it.Name); !ok || v != it.Value {
 			return fmt.Sprintf("config.json process.env lacks %s=%s", it.Name, it.Value), ""
 		}
-	case it.Kind == KindMount && it.Point == inject.PointRuntime:
+	case it.Kind == KindMount && (it.Point == inject.PointRuntime || it.Point == PointNRI):
 		return storedMount(oci.mount(it.Name), it, "config.json mounts"), ""
 	case it.Kind == KindMount && it.Point == inject.PointHook:
 		return storedMount(oci.hookMount(it.Name), it, "config.json hooks.createContainer"), ""
@@ -674,4 +686,50 @@ func checkImageVolumes(name, bundle string, layers []Layer, storedOnly string) [
 		checks = append(checks, ch)
 	}
 	return checks
+}
+
+// verifyUserNS checks, for a pod with a user namespace of its own, that
+// the pause and every running container are in one with the pod's
+// mappings (their /proc/PID/uid_map and gid_map).
+func verifyUserNS(p *state.Pod) []Check {
+	if !p.UserNS() {
+		return nil
+	}
+	want := func(ms []state.IDMapping) string {
+		var lines []string
+		for _, m := range ms {
+			lines = append(lines, fmt.Sprintf("%d %d %d", m.ContainerID, m.HostID, m.Size))
+		}
+		return strings.Join(lines, "\n")
+	}
+	wantUID, wantGID := want(p.UIDMappings), want(p.GIDMappings)
+	check := func(name string, pid int) Check {
+		ch := Check{Container: name, Item: "user namespace"}
+		uid, gid := readIDMap(pid, "uid_map"), readIDMap(pid, "gid_map")
+		ch.OK = uid == wantUID && gid == wantGID
+		ch.Detail = fmt.Sprintf("pid %d: uid_map %s, gid_map %s", pid, orHost(uid), orHost(gid))
+		if !ch.OK {
+			ch.Detail += fmt.Sprintf("; the pod's is uid_map %s, gid_map %s", wantUID, wantGID)
+		}
+		return ch
+	}
+	var out []Check
+	if pp, err := PauseProcess(p); err != nil {
+		out = append(out, Check{Container: PauseName, Item: "user namespace", Detail: err.Error()})
+	} else {
+		out = append(out, check(PauseName, pp.PID))
+	}
+	for _, c := range p.Containers {
+		if c.State == runtime.ContainerRunning && c.PID > 0 {
+			out = append(out, check(c.Name, c.PID))
+		}
+	}
+	return out
+}
+
+func orHost(m string) string {
+	if m == "" {
+		return hostIDMap + " (the host's)"
+	}
+	return strings.ReplaceAll(m, "\n", ", ")
 }

@@ -295,6 +295,18 @@ func (k *Kubelet) SandboxConfig(pod *corev1.Pod) (*runtimeapi.PodSandboxConfig, 
 	case spec.ShareProcessNamespace != nil && *spec.ShareProcessNamespace:
 		ns.Pid = runtimeapi.NamespaceMode_POD
 	}
+	if hostUsersFalse(pod) {
+		// The range RunPod recorded for the pod; before that, the mode
+		// alone (RunPod gives the pod its range).
+		u, err := podUserNS(k.PodDir(string(pod.UID)))
+		if err != nil {
+			return nil, err
+		}
+		if u == nil {
+			u = &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_POD}
+		}
+		ns.UsernsOptions = u
+	}
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID)},
 		Hostname:     hostname,
@@ -318,6 +330,16 @@ func (k *Kubelet) SandboxConfig(pod *corev1.Pod) (*runtimeapi.PodSandboxConfig, 
 // portMappings are the pod's container ports, as the kubelet's
 // generatePodSandboxConfig sends them: every one, the runtime maps those
 // with a hostPort.
+// RuntimeHandler is the CRI runtime handler of pod: its RuntimeClass's
+// name, which podlab, with no apiserver to hold RuntimeClasses, takes as
+// the handler's ("" without one: the default).
+func RuntimeHandler(pod *corev1.Pod) string {
+	if pod.Spec.RuntimeClassName == nil {
+		return ""
+	}
+	return *pod.Spec.RuntimeClassName
+}
+
 func portMappings(pod *corev1.Pod) []*runtimeapi.PortMapping {
 	var pms []*runtimeapi.PortMapping
 	for _, c := range pod.Spec.Containers {
@@ -359,7 +381,10 @@ func nsMode(host bool) runtimeapi.NamespaceMode {
 type podSetup struct {
 	vols     *volume.PodVolumes
 	caBundle string
-	err      error
+	// userns is the pod's user namespace (spec.hostUsers: false); nil:
+	// the node's.
+	userns *runtimeapi.UserNamespace
+	err    error
 }
 
 // setupPod mounts the pod's volumes and links its CA bundle into the
@@ -456,7 +481,13 @@ func (k *Kubelet) RunPod(ctx context.Context, mf *manifest.Manifest) (podID stri
 	if setup.err != nil {
 		return "", nil, setup.err
 	}
-	resp, err := k.RT.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sbCfg})
+	if hostUsersFalse(pod) {
+		if setup.userns, err = k.allocateUserNS(podDir); err != nil {
+			return "", nil, err
+		}
+		sbCfg.Linux.SecurityContext.NamespaceOptions.UsernsOptions = setup.userns
+	}
+	resp, err := k.RT.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sbCfg, RuntimeHandler: RuntimeHandler(pod)})
 	if err != nil {
 		return "", nil, err
 	}
@@ -605,7 +636,19 @@ func (k *Kubelet) containerConfig(mf *manifest.Manifest, pc plannedContainer, se
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := BuildCRI(in, opts, sandboxNamespaces(mf.Pod))
+	ns := sandboxNamespaces(mf.Pod)
+	ns.UsernsOptions = setup.userns
+	cfg := BuildCRI(in, opts, ns)
+	if u := setup.userns; u != nil {
+		// As the kubelet: every mount of a pod in a user namespace is
+		// idmapped with its mappings (but an image volume, which the
+		// runtime mounts from the image's layers itself).
+		for _, m := range cfg.Mounts {
+			if m.Image == nil {
+				m.UidMappings, m.GidMappings = u.Uids, u.Gids
+			}
+		}
+	}
 	typ := "app"
 	if pc.init {
 		typ = "init"
