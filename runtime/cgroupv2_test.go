@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opencontainers/cgroups"
+	occg "github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/fs2"
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/runtime/kubelet"
 )
 
@@ -22,7 +23,7 @@ import (
 // spec through podlab's layers (the kubelet half's CRI resources, the
 // runtime's OCI resources) and libcontainer's (specconv, the fs2 manager)
 // into the files of a cgroup v2 directory: a temp dir standing for one
-// (cgroups.TestMode lets fs2 write plain files), so that it runs anywhere.
+// (occg.TestMode lets fs2 write plain files), so that it runs anywhere.
 // On a v2 host with the controllers, these are the files the limits land in.
 func TestLimitsLandInCgroupV2Files(t *testing.T) {
 	c := &corev1.Container{Name: "app", Image: "img:1", Command: []string{"true"}, Resources: corev1.ResourceRequirements{
@@ -34,7 +35,7 @@ func TestLimitsLandInCgroupV2Files(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := sandboxInfo{PodID: "pod", CgroupPath: "/podlab/pod"}
+	sb := sandboxInfo{PodID: "pod", Cgroup: cgroups.Pod{Driver: cgroups.Cgroupfs, Path: "/podlab/pod"}}
 	spec, err := buildOCI(kubelet.BuildCRI(in.Input, opts, nsOptions(sb)), in.Image, "/rootfs", "ctr", sb, in.Inject, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -52,8 +53,8 @@ func TestLimitsLandInCgroupV2Files(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.controllers"), []byte("cpu memory pids\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cgroups.TestMode = true
-	defer func() { cgroups.TestMode = false }()
+	occg.TestMode = true
+	defer func() { occg.TestMode = false }()
 	m, err := fs2.NewManager(cg, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +103,7 @@ func TestCgroupNamespace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sb := sandboxInfo{PodID: "pod", CgroupPath: "/podlab/pod"}
+		sb := sandboxInfo{PodID: "pod", Cgroup: cgroups.Pod{Driver: cgroups.Cgroupfs, Path: "/podlab/pod"}}
 		cfg := kubelet.BuildCRI(in.Input, opts, nsOptions(sb))
 		cfg.Linux.SecurityContext.Privileged = tc.privileged
 		spec, err := buildOCI(cfg, in.Image, "/rootfs", "ctr", sb, in.Inject, nil)

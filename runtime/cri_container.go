@@ -24,7 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/podlab/podlab/internal/cgroupctl"
+	"github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/internal/cgroupwarm"
 	"github.com/podlab/podlab/internal/cleanup"
 	"github.com/podlab/podlab/internal/errdefs"
@@ -95,7 +95,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	ctr.Bundle = filepath.Join(r.Store.PodDir(p.ID), "containers", ctr.ID)
 	r.creating.Store(ctr.ID, struct{}{})
 	defer r.creating.Delete(ctr.ID)
-	ctr.CgroupPath = filepath.Join(p.CgroupPath, ctr.ID)
+	ctr.CgroupPath = podCgroup(p).ContainerPath(ctr.ID)
 	ctr.LogPath = r.containerLogPath(p, cfg)
 
 	var undo cleanup.List
@@ -1184,13 +1184,13 @@ func ociResources(lr *runtimeapi.LinuxContainerResources) *specs.LinuxResources 
 // enforceable drops the limits of lr that no controller of the host's
 // cgroups can enforce, with a warning naming the controller: libcontainer
 // would fail the container on v2 for want of the file to write (see
-// internal/cgroupctl).
+// internal/cgroups).
 func enforceable(lr *runtimeapi.LinuxContainerResources, ctrName string) (*runtimeapi.LinuxContainerResources, error) {
-	avail, err := cgroupctl.Available()
+	avail, err := cgroups.Available()
 	if err != nil {
 		return nil, err
 	}
-	out, missing := cgroupctl.Enforceable(lr, avail)
+	out, missing := cgroups.Enforceable(lr, avail)
 	for _, m := range missing {
 		slog.Warn("resource limit not enforced", "container", ctrName, "controller", m.Controller, "reason", m.String())
 	}

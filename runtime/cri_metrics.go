@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,10 +13,10 @@ import (
 	"time"
 
 	"github.com/opencontainers/cgroups"
-	"github.com/opencontainers/cgroups/manager"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	podcg "github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/sandbox"
@@ -221,23 +222,15 @@ func (r *Runtime) sampleContainer(c *state.Container) (containerSample, error) {
 	if c.CgroupPath == "" || c.State != ContainerRunning {
 		return containerSample{}, fmt.Errorf("container %s is not running", state.ShortID(c.ID))
 	}
-	m, err := manager.New(&cgroups.Cgroup{Path: c.CgroupPath, Resources: &cgroups.Resources{SkipDevices: true}})
+	cg, err := podcg.Read(c.CgroupPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return containerSample{}, fmt.Errorf("container %s has no cgroup: %w", state.ShortID(c.ID), err)
+	}
 	if err != nil {
 		return containerSample{}, fmt.Errorf("cgroup of container %s: %w", state.ShortID(c.ID), err)
 	}
-	if !m.Exists() {
-		return containerSample{}, fmt.Errorf("container %s has no cgroup: %w", state.ShortID(c.ID), os.ErrNotExist)
-	}
-	st, err := m.GetStats()
-	if err != nil {
-		return containerSample{}, fmt.Errorf("reading cgroup of container %s: %w", state.ShortID(c.ID), err)
-	}
-	s := containerSample{cg: st, v2: cgroups.IsCgroup2UnifiedMode()}
-	s.oomKills = readOOMKills(m.GetPaths(), s.v2)
-	if pids, err := m.GetPids(); err == nil {
-		s.pids = len(pids)
-		s.fds, s.sockets = countDescriptors(pids)
-	}
+	s := containerSample{cg: cg.Stats, v2: cg.V2, oomKills: cg.OOMKills, pids: len(cg.PIDs)}
+	s.fds, s.sockets = countDescriptors(cg.PIDs)
 	if spec, err := ReadSpec(c.Bundle); err == nil && spec.Linux != nil {
 		s.resources = spec.Linux.Resources
 	}
@@ -246,31 +239,6 @@ func (r *Runtime) sampleContainer(c *state.Container) (containerSample, error) {
 	}
 	s.writable = r.writableUsage(c.ID)
 	return s, nil
-}
-
-// readOOMKills reads the cgroup's OOM kill count; 0 if it cannot.
-func readOOMKills(paths map[string]string, v2 bool) uint64 {
-	file := filepath.Join(paths["memory"], "memory.oom_control")
-	if v2 {
-		file = filepath.Join(paths[""], "memory.events")
-	}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return 0
-	}
-	return flatKey(string(data), "oom_kill")
-}
-
-// flatKey is the value of key in a flat-keyed cgroup file ("key value"
-// lines); 0 if it is not there.
-func flatKey(data, key string) uint64 {
-	for line := range strings.Lines(data) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), key+" "); ok {
-			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-			return n
-		}
-	}
-	return 0
 }
 
 // countDescriptors counts the open files of pids and how many of them

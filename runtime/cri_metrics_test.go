@@ -224,19 +224,6 @@ func TestParseNetDev(t *testing.T) {
 	}
 }
 
-func TestFlatKey(t *testing.T) {
-	const events = "low 0\nhigh 0\nmax 4\noom 2\noom_kill 1\noom_group_kill 0\n"
-	if got := flatKey(events, "oom_kill"); got != 1 {
-		t.Errorf("oom_kill = %d, want 1", got)
-	}
-	if got := flatKey("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n", "oom_kill"); got != 3 {
-		t.Errorf("v1 oom_kill = %d, want 3", got)
-	}
-	if got := flatKey(events, "absent"); got != 0 {
-		t.Errorf("absent key = %d", got)
-	}
-}
-
 // TestPodSandboxMetricsOfARunningPod reads a live pod's metrics: its
 // container's from its cgroup (whichever hierarchy this host has), its
 // network from its netns.

@@ -7,6 +7,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/sandbox"
 )
 
@@ -60,8 +61,12 @@ func (r *Runtime) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 	return resp, nil
 }
 
-// RuntimeConfig reports the cgroup driver: podlab manages cgroupfs
-// directly (the kubelet must be set to cgroupDriver: cgroupfs).
+// RuntimeConfig reports the configured cgroup driver, which a kubelet
+// >= 1.31 (KubeletCgroupDriverFromCRI) takes as its own cgroupDriver.
 func (r *Runtime) RuntimeConfig(ctx context.Context, req *runtimeapi.RuntimeConfigRequest) (*runtimeapi.RuntimeConfigResponse, error) {
-	return &runtimeapi.RuntimeConfigResponse{Linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: runtimeapi.CgroupDriver_CGROUPFS}}, nil
+	d := runtimeapi.CgroupDriver_CGROUPFS
+	if r.Sandbox.Config.CgroupDriver == cgroups.Systemd {
+		d = runtimeapi.CgroupDriver_SYSTEMD
+	}
+	return &runtimeapi.RuntimeConfigResponse{Linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: d}}, nil
 }

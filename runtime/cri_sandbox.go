@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opencontainers/cgroups/systemd"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/internal/cleanup"
@@ -256,9 +255,8 @@ func sandboxSpec(cfg *runtimeapi.PodSandboxConfig) (sandbox.Spec, error) {
 	if len(spec.Hostname) > 64 {
 		return spec, errdefs.InvalidArgument("config.hostname: longer than 64 characters")
 	}
-	if spec.CgroupParent, err = cgroupParent(cfg.GetLinux().GetCgroupParent()); err != nil {
-		return spec, err
-	}
+	// Checked, and placed by the cgroup driver, by the sandbox's Create.
+	spec.CgroupParent = cfg.GetLinux().GetCgroupParent()
 	if lx := cfg.Linux; lx != nil {
 		spec.Privileged = lx.GetSecurityContext().GetPrivileged()
 		if ns := lx.GetSecurityContext().GetNamespaceOptions(); ns != nil {
@@ -304,29 +302,6 @@ func sandboxSpec(cfg *runtimeapi.PodSandboxConfig) (sandbox.Spec, error) {
 	spec.Sysctls = cfg.GetLinux().GetSysctls()
 	spec.PortMappings = ports
 	return spec, nil
-}
-
-// cgroupParent is the cgroupfs path of a sandbox's cgroup_parent: a clean
-// absolute path as it is (what a kubelet with the cgroupfs driver sends),
-// or a systemd slice name ("kubepods-besteffort.slice", the systemd
-// driver's form) expanded to the path systemd gives that slice, as
-// libcontainer's systemd driver does (podlab writes cgroupfs itself, so
-// the pod's cgroup is a directory below that slice, not a systemd unit).
-func cgroupParent(parent string) (string, error) {
-	const field = "config.linux.cgroup_parent"
-	switch {
-	case parent == "":
-		return "", nil
-	case strings.HasSuffix(parent, ".slice") && !strings.Contains(parent, "/"):
-		path, err := systemd.ExpandSlice(parent)
-		if err != nil {
-			return "", errdefs.InvalidArgument("%s: %v", field, err)
-		}
-		return path, nil
-	case !cleanAbs(parent) || parent == "/":
-		return "", errdefs.InvalidArgument("%s: %q is neither a clean absolute cgroup path below the root nor a systemd slice name", field, parent)
-	}
-	return parent, nil
 }
 
 // hostPorts validates a sandbox's port mappings and keeps those with a

@@ -139,7 +139,7 @@ func FuzzCRIToOCI(f *testing.F) {
 			}
 			return
 		}
-		cfg, err := oci.LibcontainerConfig("fuzz", "", spec)
+		cfg, err := oci.LibcontainerConfig("fuzz", "", spec, false)
 		if err != nil {
 			t.Fatalf("accepted, but specconv refuses it: %v\ncontainer: %v\npod: %v", err, &ctrCfg, &podCfg)
 		}

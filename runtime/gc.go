@@ -5,9 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
@@ -112,6 +116,9 @@ func (r *Runtime) GC(ctx context.Context, opts GCOptions) (done []string, retErr
 		}
 		done = append(done, fmt.Sprintf("%s state dir of unrecorded pod %s", verb, state.ShortID(id)))
 	}
+	units, err := r.sweepUnits(ctx, verb, opts.DryRun)
+	done = append(done, units...)
+	errs = append(errs, err)
 	// Writable layers whose container no record names: a crash between a
 	// container's removal and its layer's, or a reboot, which empties a
 	// state dir on a tmpfs but not the image store's disk. The index
@@ -215,6 +222,59 @@ func (r *Runtime) reconcileContainers(p *state.Pod) (done []string, err error) {
 			continue
 		}
 		done = append(done, fmt.Sprintf("removed the unrecorded bundle %s of pod %s", state.ShortID(c.ID), p.Key()))
+	}
+	return done, errors.Join(errs...)
+}
+
+// sweepUnits stops the systemd units of the cgroup driver (pod slices,
+// scopes of pauses and containers) whose pod or container no record names:
+// a transient unit outlives the podlab that started it, and a slice stays
+// even once empty. Records are written before their units are started and
+// deleted after they are stopped, so such a unit is a crash's. Scopes
+// go first, then slices, then podlab's parent slice once empty.
+func (r *Runtime) sweepUnits(ctx context.Context, verb string, dryRun bool) ([]string, error) {
+	if !cgroups.SystemdRunning() {
+		return nil, nil
+	}
+	units, err := cgroups.Units(ctx, cgroups.UnitPatterns)
+	if err != nil {
+		return nil, err
+	}
+	pods, _, err := r.Store.List()
+	if err != nil {
+		return nil, err
+	}
+	known := map[string]bool{}
+	for _, p := range pods {
+		known[p.ID] = true
+	}
+	slices.SortStableFunc(units, func(a, b cgroups.Unit) int {
+		return strings.Compare(path.Ext(b.Name), path.Ext(a.Name)) // .slice after .scope
+	})
+	var done []string
+	var errs []error
+	for _, u := range units {
+		id := cgroups.UnitID(u.Name)
+		if id == "" || u.ActiveState == "inactive" || known[id] || r.Store.HasContainer(id) {
+			continue
+		}
+		if !dryRun {
+			if err := cgroups.StopUnit(u.Name); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		done = append(done, fmt.Sprintf("%s systemd unit %s of unrecorded pod or container %s", verb, u.Name, state.ShortID(id)))
+	}
+	if !dryRun && r.Sandbox.Config.CgroupDriver == cgroups.Systemd {
+		if slice, err := cgroups.SliceName(r.Config.CgroupParent); err == nil {
+			unlock, err := r.Sandbox.CgroupLock()
+			if err != nil {
+				return done, err
+			}
+			errs = append(errs, cgroups.StopEmptySlice(slice))
+			unlock()
+		}
 	}
 	return done, errors.Join(errs...)
 }

@@ -21,6 +21,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/inject"
 )
@@ -46,8 +47,9 @@ type sandboxInfo struct {
 	SharePID    bool
 	// TargetPID is a process of the container whose PID namespace a
 	// container with PID NamespaceMode TARGET joins.
-	TargetPID  int
-	CgroupPath string
+	TargetPID int
+	// Cgroup is where the pod's processes go (driver, slice, paths).
+	Cgroup cgroups.Pod
 	// OOMScoreAdjFloor is the lowest oom_score_adj the kernel lets this
 	// process give a container (see proc.OOMScoreAdjFloor).
 	OOMScoreAdjFloor int
@@ -184,7 +186,7 @@ func buildOCI(cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, ct
 	s.Mounts = append(withoutReplaced(s.Mounts, binds), binds...)
 
 	l := s.Linux
-	l.CgroupsPath = filepath.Join(sb.CgroupPath, ctrID)
+	l.CgroupsPath = sb.Cgroup.OCICgroupsPath(ctrID)
 	l.Namespaces = containerNamespaces(sc.NamespaceOptions, sb)
 	// With the path, the mappings: runc checks them against the user
 	// namespace it joins, as containerd's WithUserNamespace gives both.

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/env"
 	"github.com/podlab/podlab/runtime/inject"
@@ -101,7 +102,7 @@ func TestLayersCarryEachSource(t *testing.T) {
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("options envs by source = %v, want %v", names, want)
 	}
-	sb := sandboxInfo{PodID: "pod", NetNS: "/var/run/netns/x", IPCNS: "/var/run/ipcns/x", UTSNS: "/var/run/utsns/x", PausePID: 42, CgroupPath: "/podlab/pod"}
+	sb := sandboxInfo{PodID: "pod", NetNS: "/var/run/netns/x", IPCNS: "/var/run/ipcns/x", UTSNS: "/var/run/utsns/x", PausePID: 42, Cgroup: cgroups.Pod{Driver: cgroups.Cgroupfs, Path: "/podlab/pod"}}
 	cri := kubelet.BuildCRI(in.Input, opts, nsOptions(sb))
 	if r := cri.Linux.Resources; r.CpuQuota != 25000 || r.CpuPeriod != 100000 || r.MemoryLimitInBytes != 64<<20 || r.CpuShares != 256 {
 		t.Errorf("CRI resources = %+v", r)

@@ -12,6 +12,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
@@ -100,6 +101,7 @@ func sandboxConfig(cfg *config.Config) sandbox.Config {
 		NetNSDir:      cfg.NetNSDir,
 		NamespacesDir: cfg.NamespacesDir,
 		CgroupParent:  cfg.CgroupParent,
+		CgroupDriver:  cgroupDriver(cfg),
 		PauseBinary:   cfg.PauseBinary,
 		// Beside the images, on disk, as containerd keeps its pause image.
 		PauseDir: filepath.Join(cfg.ImageDir, "pause"),
@@ -127,8 +129,26 @@ func (r *Runtime) volumesDir(p *state.Pod) string {
 }
 
 func sandboxOf(p *state.Pod) sandboxInfo {
-	return sandboxInfo{PodID: p.ID, NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, PausePID: p.PausePID, Hostname: podHostname(p), HostNetwork: p.HostNetwork, HostIPC: p.HostIPC, HostPID: p.HostPID, SharePID: p.ShareProcNS, CgroupPath: p.CgroupPath, OOMScoreAdjFloor: oomScoreAdjFloor(),
+	return sandboxInfo{PodID: p.ID, NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, PausePID: p.PausePID, Hostname: podHostname(p), HostNetwork: p.HostNetwork, HostIPC: p.HostIPC, HostPID: p.HostPID, SharePID: p.ShareProcNS, Cgroup: podCgroup(p), OOMScoreAdjFloor: oomScoreAdjFloor(),
 		UIDMappings: ociIDMappings(p.UIDMappings), GIDMappings: ociIDMappings(p.GIDMappings)}
+}
+
+// cgroupDriver is cfg's cgroup driver (Validate checked it).
+func cgroupDriver(cfg *config.Config) cgroups.Driver {
+	d, err := cgroups.ParseDriver(cfg.CgroupDriver)
+	if err != nil {
+		return cgroups.Cgroupfs
+	}
+	return d
+}
+
+// podCgroup is where pod p's processes go, as its record says (a record
+// of a podlab before the cgroup drivers: cgroupfs at its CgroupPath).
+func podCgroup(p *state.Pod) cgroups.Pod {
+	if p.Cgroup != nil {
+		return *p.Cgroup
+	}
+	return cgroups.Pod{Driver: cgroups.Cgroupfs, Path: p.CgroupPath}
 }
 
 // oomScoreAdjFloor is this process's proc.OOMScoreAdjFloor, read once; 0

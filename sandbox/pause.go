@@ -124,7 +124,7 @@ const confineTimeout = 10 * time.Second
 // startPause starts the pod's pause as PID 1 of a new PID namespace (the
 // host's with hostPID) and in a new mount namespace, joined to the pod's
 // pinned network, IPC and UTS namespaces, and puts it in its cgroup
-// (cgroupPath). It starts the pause binary directly, not through
+// (joinCgroup, given its pid). It starts the pause binary directly, not through
 // libcontainer, as CRI-O pins a pod's namespaces without runc: runc's
 // re-exec of a Go init and its rootfs work are most of a container's start
 // time, and the pause needs only a confinement of its own, which it does
@@ -133,7 +133,7 @@ const confineTimeout = 10 * time.Second
 // puts it in its cgroup. The pause then waits to be told that it is there,
 // and exits if its starter dies first, so a pause outside its cgroup never
 // outlives its start. On error nothing is left running.
-func startPause(rootfs, cgroupPath string, ns pauseNamespaces) (pid int, startTime uint64, retErr error) {
+func startPause(rootfs string, joinCgroup func(pid int) error, ns pauseNamespaces) (pid int, startTime uint64, retErr error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return 0, 0, fmt.Errorf("pause sync socket: %w", err)
@@ -220,9 +220,9 @@ func startPause(rootfs, cgroupPath string, ns pauseNamespaces) (pid int, startTi
 		return fmt.Errorf("pause exited before confining itself (%s; is pauseBinary podlab's pause?)", status)
 	}
 	// ESRCH: the pause has exited already, having said why or not.
-	joinErr := joinPauseCgroup(cgroupPath, pid)
+	joinErr := joinCgroup(pid)
 	if joinErr != nil && !errors.Is(joinErr, unix.ESRCH) {
-		return 0, 0, fmt.Errorf("putting pause in cgroup %s: %w", cgroupPath, joinErr)
+		return 0, 0, fmt.Errorf("putting pause in its cgroup: %w", joinErr)
 	}
 	if joinErr == nil {
 		// A write to a pause that exited meanwhile fails; it then

@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/internal/cleanup"
 	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/failpoint"
@@ -33,8 +34,11 @@ type Config struct {
 	// NetNSDir holds the pods' network namespaces; NamespacesDir their
 	// pinned IPC and UTS namespaces, in ipcns/ and utsns/.
 	NetNSDir, NamespacesDir string
-	// CgroupParent is where pod cgroups go unless a pod names its own.
+	// CgroupParent is where pod cgroups go unless a pod names its own, a
+	// cgroupfs-style name (the systemd driver's slice is named from it).
 	CgroupParent string
+	// CgroupDriver makes the pods' cgroups: cgroupfs or systemd units.
+	CgroupDriver cgroups.Driver
 	PauseBinary  string // "" = podlab-pause next to podlab, then $PATH
 	// PauseDir holds the pause's root file systems: on a file system that
 	// allows exec, which /run (the state dir's) is not on every host.
@@ -96,9 +100,19 @@ func New(cfg Config, store *state.Store) (*Manager, error) {
 // "_" cannot occur in a DNS-1123 name, so namespace and name stay apart.
 func NetNSName(namespace, name string) string { return namespace + "_" + name }
 
-// CgroupPath is the pod's cgroup, relative to each hierarchy's root.
-func (m *Manager) CgroupPath(podID string) string {
-	return filepath.Join(m.Config.CgroupParent, podID)
+// Placement places the pods' cgroups (internal/cgroups).
+func (m *Manager) Placement() cgroups.Placement {
+	return cgroups.Placement{Driver: m.Config.CgroupDriver, Parent: m.Config.CgroupParent}
+}
+
+// Cgroup is where pod p's processes go, as its record says; a record of a
+// podlab before the cgroup drivers has a cgroupfs path below the
+// configured parent.
+func (m *Manager) Cgroup(p *state.Pod) cgroups.Pod {
+	if p.Cgroup != nil {
+		return *p.Cgroup
+	}
+	return cgroups.Pod{Driver: cgroups.Cgroupfs, Path: p.CgroupPath, Parent: m.Config.CgroupParent, Owned: true, SharedParent: true}
 }
 
 // Spec is what a sandbox is made from: the fields of a CRI
@@ -122,9 +136,10 @@ type Spec struct {
 	// PortMappings are the pod's host ports (portmap plugin); none for a
 	// pod on the host's network.
 	PortMappings []state.PortMapping
-	// CgroupParent is the cgroup the pod's goes below (the CRI's
-	// cgroup_parent, a cgroupfs path); "" is the config's cgroupParent. It
-	// must exist: it is the caller's, and stays when the pod goes.
+	// CgroupParent is the CRI's cgroup_parent: the cgroup the pod's goes
+	// below (a cgroupfs path, or a slice), "" for the config's
+	// cgroupParent (see cgroups.Placement.Pod). It must exist: it is the
+	// caller's, and stays when the pod goes.
 	CgroupParent string
 	// Privileged: the sandbox may hold privileged containers.
 	Privileged bool
@@ -208,13 +223,14 @@ func (m *Manager) Create(spec Spec, rec *trace.Recorder) (*state.Pod, error) {
 
 		TerminationGracePeriod: spec.TerminationGracePeriod,
 	}
-	p.CgroupPath = m.CgroupPath(p.ID)
-	if spec.CgroupParent != "" {
-		if !cgroupExists(spec.CgroupParent) {
-			return nil, errdefs.InvalidArgument("config.linux.cgroup_parent: cgroup %s does not exist (its owner, the kubelet, makes it)", spec.CgroupParent)
-		}
-		p.CgroupPath = filepath.Join(spec.CgroupParent, p.ID)
+	cg, err := m.Placement().Pod(p.ID, spec.CgroupParent)
+	if err != nil {
+		return nil, errdefs.InvalidArgument("config.linux.cgroup_parent: %v", err)
 	}
+	if spec.CgroupParent != "" && !cgroups.Exists(cg.ParentPath()) {
+		return nil, errdefs.InvalidArgument("config.linux.cgroup_parent: cgroup %s does not exist (its owner, the kubelet, makes it)", cg.ParentPath())
+	}
+	p.Cgroup, p.CgroupPath = &cg, cg.Path
 	nsName := NetNSName(p.Namespace, p.Name)
 	if !spec.HostNetwork {
 		p.NetNS = filepath.Join(m.Config.NetNSDir, nsName)
@@ -228,7 +244,7 @@ func (m *Manager) Create(spec Spec, rec *trace.Recorder) (*state.Pod, error) {
 		p.DevShm = filepath.Join(m.store.PodDir(p.ID), "shm")
 	}
 	end := rec.Start("state")
-	err := m.store.Create(p)
+	err = m.store.Create(p)
 	end(err)
 	if err != nil {
 		return nil, err
@@ -365,9 +381,9 @@ func (m *Manager) Start(ctx context.Context, p *state.Pod, rec *trace.Recorder) 
 		}
 	}
 
-	undo.Add("removing pod cgroup", func() error { return m.destroyCgroup(p.CgroupPath) })
+	undo.Add("removing pod cgroup", func() error { return m.destroyCgroup(p) })
 	end = rec.Start("cgroup")
-	err = m.createCgroup(p.CgroupPath)
+	err = m.createCgroup(p)
 	end(err)
 	if err != nil {
 		return fmt.Errorf("cgroup stage: %w", err)
@@ -495,14 +511,12 @@ func (m *Manager) startPause(p *state.Pod) (pid int, startTime uint64, err error
 			return 0, 0, err
 		}
 	}
-	return startPause(rootfs, pauseCgroup(p), pauseNamespaces{
+	cg := m.Cgroup(p)
+	return startPause(rootfs, func(pid int) error { return cgroups.JoinPause(cg, p.ID, pid) }, pauseNamespaces{
 		NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, HostPID: p.HostPID,
 		UIDMappings: p.UIDMappings, GIDMappings: p.GIDMappings,
 	})
 }
-
-// pauseCgroup is the pause's cgroup, below the pod's.
-func pauseCgroup(p *state.Pod) string { return filepath.Join(p.CgroupPath, "pause") }
 
 // podPins are the pod's namespaces to pin besides its netns, by kind.
 func podPins(p *state.Pod) map[int]string {
@@ -525,9 +539,10 @@ func removePins(p *state.Pod) error {
 	return errors.Join(errs...)
 }
 
-// cgroupLock serializes creating pod cgroups with removing their shared
-// parent, which would otherwise race (mkdir parent, rmdir parent, mkdir child).
-func (m *Manager) cgroupLock() (func(), error) {
+// CgroupLock serializes creating pod cgroups with removing their shared
+// parent, which would otherwise race (mkdir parent, rmdir parent, mkdir
+// child; a pod slice's start and its parent slice's stop).
+func (m *Manager) CgroupLock() (func(), error) {
 	f, err := os.OpenFile(filepath.Join(m.store.Dir(), "cgroup.lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, err
@@ -539,22 +554,22 @@ func (m *Manager) cgroupLock() (func(), error) {
 	return func() { f.Close() }, nil
 }
 
-func (m *Manager) createCgroup(path string) error {
-	unlock, err := m.cgroupLock()
+func (m *Manager) createCgroup(p *state.Pod) error {
+	unlock, err := m.CgroupLock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	return createPodCgroup(path)
+	return cgroups.Create(m.Cgroup(p))
 }
 
-func (m *Manager) destroyCgroup(path string) error {
-	unlock, err := m.cgroupLock()
+func (m *Manager) destroyCgroup(p *state.Pod) error {
+	unlock, err := m.CgroupLock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	return destroyPodCgroup(path, m.Config.CgroupParent)
+	return cgroups.Remove(m.Cgroup(p), p.ID)
 }
 
 func podHostname(pod *corev1.Pod) string {
@@ -594,7 +609,7 @@ func (m *Manager) stopPause(p *state.Pod, grace time.Duration, rec *trace.Record
 	if p.PausePID > 0 {
 		err = proc.Stop(p.PausePID, p.PauseStart, grace)
 	} else {
-		err = killCgroup(pauseCgroup(p))
+		err = cgroups.Kill(m.Cgroup(p).PausePath(p.ID))
 	}
 	end(err)
 	errs := []error{err, failpoint.Hit("teardown-after-pause-stop")}
@@ -679,7 +694,7 @@ func (m *Manager) Remove(ctx context.Context, p *state.Pod, grace time.Duration,
 // Idempotent.
 func (m *Manager) Delete(p *state.Pod, rec *trace.Recorder) error {
 	end := rec.Start("cgroup remove")
-	err := m.destroyCgroup(p.CgroupPath)
+	err := m.destroyCgroup(p)
 	end(err)
 	if err == nil {
 		err = failpoint.Hit("teardown-after-cgroup")

@@ -136,6 +136,8 @@ type ctrRow struct {
 	ExitCode   *int       `json:"exitCode"`
 	StartedAt  *time.Time `json:"startedAt"`
 	FinishedAt *time.Time `json:"finishedAt"`
+	// Reason is why it exited (Completed, Error, OOMKilled).
+	Reason string `json:"reason,omitempty"`
 	// Ephemeral: added to the running pod by podlab debug.
 	Ephemeral bool `json:"ephemeral,omitempty"`
 }
@@ -231,6 +233,7 @@ func containerRow(pod string, resp *runtimeapi.ContainerStatusResponse) ctrRow {
 	if st.State == runtimeapi.ContainerState_CONTAINER_EXITED {
 		code := int(st.ExitCode)
 		r.ExitCode = &code
+		r.Reason = st.Reason
 		if st.FinishedAt > 0 {
 			t := time.Unix(0, st.FinishedAt)
 			r.FinishedAt = &t

@@ -23,12 +23,15 @@ containerd keeps it); its record takes what its shim saw, a dead shim is
 restarted, and a container recorded but never created is forgotten. A pod
 made by a podlab older than the pod shim (its record names no shim socket),
 which the CRI operations refuse, is removed: its containers and pause
-killed, its sandbox torn down. A pod directory without a record is removed. podlab serve does the same before
+killed, its sandbox torn down. A pod directory without a record is removed,
+and where systemd runs, a podlab-* unit (the systemd cgroup driver's pod
+slice, pause or container scope) whose pod or container no record names is
+stopped: a transient unit outlives the podlab that started it. podlab serve does the same before
 it serves. Then the kubelet half's pods: one whose podlab run or rm died,
 or whose pause is gone (a podlab run pod is over without it), is removed
 with its volumes and logs. Pods being created or removed right now (their
 lock is held, or their podlab process runs) are left alone, and gc touches
-only what podlab's records name.`,
+only what podlab's records name, and podlab's own systemd units.`,
 		Example: "  sudo podlab gc --dry-run\n  sudo podlab gc",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

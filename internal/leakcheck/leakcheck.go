@@ -14,6 +14,7 @@
 package leakcheck
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -25,13 +26,14 @@ import (
 
 	"github.com/coreos/go-iptables/iptables"
 	"github.com/moby/sys/mountinfo"
+	"github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/internal/netlinkdump"
 	"github.com/vishvananda/netlink"
 )
 
 // Leak is one thing left behind.
 type Leak struct {
-	Kind string // "namespace file", "nsfs mount", "veth", "ipam lease", "cni result cache", "cgroup", "process", "mount", "iptables rule"
+	Kind string // one of the Kind constants
 	What string // a path, an interface name, or a process and why it is one
 }
 
@@ -49,6 +51,7 @@ const (
 	KindMount         = "mount"
 	KindIPTables      = "iptables rule"
 	KindWritable      = "writable layer"
+	KindSystemdUnit   = "systemd unit"
 )
 
 // Host says where to look.
@@ -111,6 +114,7 @@ func (h Host) Check() ([]Leak, error) {
 	add(h.cniCache())
 	add(h.hostPortRules())
 	add(h.cgroups(mounts))
+	add(systemdUnits())
 	add(h.processes(os.Getpid()))
 	slices.SortFunc(leaks, func(a, b Leak) int { return strings.Compare(a.String(), b.String()) })
 	return slices.Compact(leaks), errors.Join(errs...)
@@ -298,9 +302,44 @@ func (h Host) hostPortRules() ([]Leak, error) {
 	return leaks, errors.Join(errs...)
 }
 
-// cgroups lists CgroupParent and everything below it in every mounted
-// cgroup hierarchy: the v1 controllers and named ones, and the v2 one,
-// beside them (hybrid) or alone (pure v2). Each cgroup is one leak naming
+// cgroupParents are CgroupParent and the slice the systemd cgroup driver
+// makes of it (/podlab and /podlab.slice).
+func (h Host) cgroupParents() []string {
+	parents := []string{h.CgroupParent}
+	if slice, err := cgroups.SliceName(h.CgroupParent); err == nil {
+		if p, err := cgroups.ExpandSlice(slice); err == nil && p != "/" {
+			parents = append(parents, p)
+		}
+	}
+	return parents
+}
+
+// systemdUnits lists the units podlab's systemd cgroup driver starts
+// (cgroups.UnitPatterns) that are active, activating or failed: pod slices,
+// scopes of pauses and containers, podlab's parent slice. None where
+// systemd is not running.
+func systemdUnits() ([]Leak, error) {
+	if !cgroups.SystemdRunning() {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	units, err := cgroups.Units(ctx, cgroups.UnitPatterns)
+	var leaks []Leak
+	for _, u := range units {
+		// A stopped transient unit stays loaded, inactive, until systemd's
+		// next garbage collection: it holds nothing. A failed one is kept.
+		if u.ActiveState != "inactive" {
+			leaks = append(leaks, Leak{KindSystemdUnit, u.Name + " (" + u.ActiveState + ")"})
+		}
+	}
+	return leaks, err
+}
+
+// cgroups lists CgroupParent (and its slice) and everything below it in
+// every mounted cgroup hierarchy: the v1 controllers and named ones, and
+// the v2 one, beside them (hybrid) or alone (pure v2). Each cgroup is one
+// leak naming
 // the hierarchies (by mount point) that hold it; a hierarchy mounted twice
 // is looked at once.
 func (h Host) cgroups(mounts []*mountinfo.Info) ([]Leak, error) {
@@ -318,23 +357,25 @@ func (h Host) cgroups(mounts []*mountinfo.Info) ([]Leak, error) {
 			continue
 		}
 		seen[[2]int{m.Major, m.Minor}] = true
-		top := filepath.Join(m.Mountpoint, h.CgroupParent)
-		err := filepath.WalkDir(top, func(path string, d fs.DirEntry, err error) error {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil // gone meanwhile, or never there
+		for _, parent := range h.cgroupParents() {
+			top := filepath.Join(m.Mountpoint, parent)
+			err := filepath.WalkDir(top, func(path string, d fs.DirEntry, err error) error {
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil // gone meanwhile, or never there
+				}
+				if err != nil || !d.IsDir() {
+					return err
+				}
+				cg := "/" + strings.TrimPrefix(path, strings.TrimSuffix(m.Mountpoint, "/")+"/")
+				if where[cg] == nil {
+					paths = append(paths, cg)
+				}
+				where[cg] = append(where[cg], m.Mountpoint)
+				return nil
+			})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("listing cgroups under %s: %w", top, err))
 			}
-			if err != nil || !d.IsDir() {
-				return err
-			}
-			cg := "/" + strings.TrimPrefix(path, strings.TrimSuffix(m.Mountpoint, "/")+"/")
-			if where[cg] == nil {
-				paths = append(paths, cg)
-			}
-			where[cg] = append(where[cg], m.Mountpoint)
-			return nil
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("listing cgroups under %s: %w", top, err))
 		}
 	}
 	var leaks []Leak

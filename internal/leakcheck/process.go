@@ -85,8 +85,10 @@ func (h Host) processes(self int) ([]Leak, error) {
 func (h Host) whyLeaked(pid int, self owner) string {
 	dir := filepath.Join(h.Proc, strconv.Itoa(pid))
 	if data, err := os.ReadFile(filepath.Join(dir, "cgroup")); err == nil {
-		if cg := cgroupUnder(data, h.CgroupParent); cg != "" {
-			return "in podlab's cgroup " + cg
+		for _, parent := range h.cgroupParents() {
+			if cg := cgroupUnder(data, parent); cg != "" {
+				return "in podlab's cgroup " + cg
+			}
 		}
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "environ"))

@@ -97,13 +97,17 @@ type RuntimeConfig struct {
 	// labelled with, when the runtime refuses the version podlab writes
 	// (crun 1.8.1 knows 1.0 and 1.1 only: "unknown version specified").
 	OCIVersion string
+	// SystemdCgroup: the containers' cgroups are systemd scopes, their
+	// linux.cgroupsPath "slice:prefix:name" (runc and crun's
+	// --systemd-cgroup, containerd's SystemdCgroup = true).
+	SystemdCgroup bool
 }
 
 // New returns the backend cfg names.
 func New(cfg RuntimeConfig) (Backend, error) {
 	switch cfg.Type {
 	case TypeLibcontainer, "":
-		return &Runtime{Root: cfg.Root}, nil
+		return &Runtime{Root: cfg.Root, SystemdCgroup: cfg.SystemdCgroup}, nil
 	case TypeRunc, TypeCrun:
 		return NewCLI(cfg)
 	default:

@@ -31,6 +31,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	podcg "github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/internal/proc"
 )
 
@@ -41,6 +42,8 @@ type CLI struct {
 	Path       string // the binary
 	Root       string
 	OCIVersion string // see RuntimeConfig
+	// SystemdCgroup: --systemd-cgroup (see RuntimeConfig).
+	SystemdCgroup bool
 }
 
 var (
@@ -68,13 +71,16 @@ func NewCLI(cfg RuntimeConfig) (*CLI, error) {
 		// runc reads the bundle's config.json only, and accepts it.
 		return nil, fmt.Errorf("oci: %s runtime: ociVersion is for crun only", cfg.Type)
 	}
-	return &CLI{Type: cfg.Type, Path: bin, Root: cfg.Root, OCIVersion: cfg.OCIVersion}, nil
+	return &CLI{Type: cfg.Type, Path: bin, Root: cfg.Root, OCIVersion: cfg.OCIVersion, SystemdCgroup: cfg.SystemdCgroup}, nil
 }
 
 // command is the binary with its global flags and args; logFile (if not
 // "") gets its log as JSON lines.
 func (r *CLI) command(logFile string, args ...string) *exec.Cmd {
 	global := []string{"--root", r.Root}
+	if r.SystemdCgroup {
+		global = append(global, "--systemd-cgroup")
+	}
 	if logFile != "" {
 		global = append(global, "--log", logFile, "--log-format", "json")
 	}
@@ -178,7 +184,7 @@ func (r *CLI) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ Contai
 	c.pid = pid
 	// The cgroup as the runtime made it, from the same spec; read for
 	// stats and OOM kills.
-	if c.cgroup, err = cgroupManager(id, bundle, spec); err != nil {
+	if c.cgroup, err = cgroupManager(id, bundle, spec, r.SystemdCgroup); err != nil {
 		c.Destroy()
 		return nil, fmt.Errorf("creating container %s: %w", id, err)
 	}
@@ -428,18 +434,17 @@ func (c *cliContainer) Usage() (Usage, error) {
 }
 
 func (c *cliContainer) OOMKilled() bool {
-	c.oomFileOnce.Do(func() { c.oomFile = oomFile(c.cgroup.GetPaths()) })
+	c.oomFileOnce.Do(func() { c.oomFile = podcg.OOMFile(c.cgroup.GetPaths()) })
 	if c.oomFile == "" {
 		return false
 	}
-	data, err := os.ReadFile(c.oomFile)
-	return err == nil && oomKilled(string(data))
+	return podcg.OOMKills(c.oomFile) > 0
 }
 
 // cgroupManager reads the cgroup the spec names, as the runtime resolved
-// it (the same conversion as runc's).
-func cgroupManager(id, bundle string, spec *specs.Spec) (cgroups.Manager, error) {
-	cfg, err := LibcontainerConfig(id, bundle, spec)
+// it (the same conversion as runc's, with --systemd-cgroup or not).
+func cgroupManager(id, bundle string, spec *specs.Spec, systemdCgroup bool) (cgroups.Manager, error) {
+	cfg, err := LibcontainerConfig(id, bundle, spec, systemdCgroup)
 	if err != nil {
 		return nil, err
 	}

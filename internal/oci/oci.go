@@ -24,6 +24,7 @@ import (
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	podcg "github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/internal/proc"
 )
 
@@ -69,6 +70,10 @@ func Init() {
 // libcontainer seals the binary with a slow memfd copy instead of an overlay.
 type Runtime struct {
 	Root string
+	// SystemdCgroup: containers' cgroups are systemd scopes, their
+	// linux.cgroupsPath "slice:prefix:name" (runc's --systemd-cgroup,
+	// containerd's SystemdCgroup = true).
+	SystemdCgroup bool
 	// SeccompCache keeps compiled seccomp filters by profile digest
 	// (seccomp_precompile.go); empty: seccomp-cache beside Root.
 	SeccompCache string
@@ -126,10 +131,10 @@ func (p *libcontainerProcess) Wait() (int, error) {
 // cgroup, mounts, createRuntime and createContainer hooks) and waits to
 // exec the user's process: `runc create` done, `runc start` not yet.
 type Created struct {
-	pid     int
-	c       *libcontainer.Container
-	p       *libcontainer.Process
-	oomFile string // see OOMKilled
+	pid int
+	c   *libcontainer.Container
+	p   *libcontainer.Process
+	oom *podcg.OOMWatch // see OOMKilled
 }
 
 // Create is the first half of Start, as `runc create` is: on error nothing
@@ -141,7 +146,7 @@ func (r *Runtime) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ Co
 	if spec.Linux != nil && spec.Linux.Seccomp != nil && !SeccompSupported {
 		return nil, fmt.Errorf("creating container %s: %w", id, ErrSeccompNotBuilt)
 	}
-	cfg, err := LibcontainerConfig(id, bundle, spec)
+	cfg, err := LibcontainerConfig(id, bundle, spec, r.SystemdCgroup)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +194,7 @@ func (r *Runtime) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ Co
 			return nil, fmt.Errorf("creating container %s: restoring its seccomp profile: %w", id, err)
 		}
 	}
-	return &Created{pid: st.InitProcessPid, c: c, p: p, oomFile: oomFile(st.CgroupPaths)}, nil
+	return &Created{pid: st.InitProcessPid, c: c, p: p, oom: podcg.WatchOOM(podcg.OOMFile(st.CgroupPaths))}, nil
 }
 
 // Start lets the init exec the user's process (`runc start`). On error the
@@ -209,6 +214,7 @@ func (c *Created) Pid() int   { return c.pid }
 // whose init has exited and been waited for (Process.Wait); libcontainer
 // refuses while it runs.
 func (c *Created) DestroyExited() error {
+	c.oom.Close()
 	if err := c.c.Destroy(); err != nil {
 		return fmt.Errorf("destroying container %s: %w", c.c.ID(), err)
 	}
@@ -218,19 +224,22 @@ func (c *Created) DestroyExited() error {
 // Destroy kills the waiting init, reaps it, and removes the container's
 // cgroup and libcontainer state.
 func (c *Created) Destroy() error {
+	c.oom.Close()
 	c.c.Signal(syscall.SIGKILL)
 	c.p.Wait()
 	return c.c.Destroy()
 }
 
 // LibcontainerConfig is spec as libcontainer runs it: converted by
-// specconv as `runc create` does, its bundle label set to bundle (when not
-// empty). libcontainer.Create validates it (libcontainer/configs/validate).
-func LibcontainerConfig(id, bundle string, spec *specs.Spec) (*configs.Config, error) {
+// specconv as `runc create` does (`runc --systemd-cgroup create` with
+// systemdCgroup), its bundle label set to bundle (when not empty).
+// libcontainer.Create validates it (libcontainer/configs/validate).
+func LibcontainerConfig(id, bundle string, spec *specs.Spec, systemdCgroup bool) (*configs.Config, error) {
 	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
-		CgroupName:   id,
-		NoNewKeyring: true,
-		Spec:         spec,
+		CgroupName:       id,
+		UseSystemdCgroup: systemdCgroup,
+		NoNewKeyring:     true,
+		Spec:             spec,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("converting OCI spec of %s: %w", id, err)

@@ -2,9 +2,6 @@ package oci
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/opencontainers/cgroups"
 )
@@ -68,38 +65,9 @@ func usageOf(s *cgroups.Stats, v2 bool) Usage {
 
 // OOMKilled reports whether the kernel's OOM killer killed a process of
 // the container's cgroup, from the oom_kill count of memory.events (v2)
-// or memory.oom_control (v1). Read it before the cgroup is removed.
+// or memory.oom_control (v1), as watched since the container was created
+// (cgroups.OOMWatch: with the systemd driver the file goes with the
+// container's scope when its last process exits).
 func (c *Created) OOMKilled() bool {
-	if c.oomFile == "" {
-		return false
-	}
-	data, err := os.ReadFile(c.oomFile)
-	return err == nil && oomKilled(string(data))
-}
-
-// oomFile is the file of the cgroup at paths that counts its OOM kills.
-// It is found at create: libcontainer's State, which gives the paths, also
-// probes the init and the freezer (0.7 ms), too slow for every exit.
-func oomFile(paths map[string]string) string {
-	if cgroups.IsCgroup2UnifiedMode() {
-		if p := paths[""]; p != "" {
-			return filepath.Join(p, "memory.events")
-		}
-		return ""
-	}
-	if p := paths["memory"]; p != "" {
-		return filepath.Join(p, "memory.oom_control")
-	}
-	return ""
-}
-
-// oomKilled reads a memory.events (v2) or memory.oom_control (v1): both
-// count the cgroup's OOM kills on an "oom_kill N" line.
-func oomKilled(data string) bool {
-	for line := range strings.Lines(data) {
-		if n, ok := strings.CutPrefix(strings.TrimSpace(line), "oom_kill "); ok {
-			return n != "0"
-		}
-	}
-	return false
+	return c.oom.Kills() > 0
 }

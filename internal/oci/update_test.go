@@ -12,23 +12,6 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-func TestOOMKilledCount(t *testing.T) {
-	for _, tc := range []struct {
-		name, data string
-		want       bool
-	}{
-		{"v1 oom_control none", "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n", false},
-		{"v1 oom_control killed", "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n", true},
-		{"v2 memory.events none", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 0\noom_group_kill 0\n", false},
-		{"v2 memory.events killed", "low 0\nhigh 0\nmax 9\noom 1\noom_kill 1\noom_group_kill 0\n", true},
-		{"old kernel without the count", "oom_kill_disable 0\nunder_oom 0\n", false},
-	} {
-		if got := oomKilled(tc.data); got != tc.want {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
-
 // TestUpdateLandsInCgroupV2Files: an update's settings, through the fs2
 // manager libcontainer's Set uses on a v2 host, in the files of a temp
 // dir standing for the container's cgroup (cgroups.TestMode); this host's

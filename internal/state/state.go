@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/podlab/podlab/internal/atomicfile"
+	"github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/internal/trace"
 )
 
@@ -72,7 +73,11 @@ type Pod struct {
 	ShimPID     int      `json:"shimPid,omitempty"`
 	ShimStart   uint64   `json:"shimStartTime,omitempty"`
 	CgroupPath  string   `json:"cgroupPath,omitempty"`
-	Hostname    string   `json:"hostname,omitempty"`
+	// Cgroup is where the pod's processes go (driver, slice, owner); nil
+	// in records of a podlab before the cgroup drivers: cgroupfs at
+	// CgroupPath.
+	Cgroup   *cgroups.Pod `json:"cgroup,omitempty"`
+	Hostname string       `json:"hostname,omitempty"`
 	// Attempt, Labels, Annotations and LogDirectory come from the CRI
 	// PodSandboxConfig (for pods of podlab run, from the manifest).
 	Attempt      uint32            `json:"attempt,omitempty"`

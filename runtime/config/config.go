@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/env"
 	"github.com/podlab/podlab/runtime/inject"
@@ -39,7 +40,11 @@ type Config struct {
 	// as the kubelet's <root-dir>/seccomp.
 	SeccompProfileRoot string `json:"seccompProfileRoot"`
 	CgroupParent       string `json:"cgroupParent"`
-	PauseBinary        string `json:"pauseBinary"`
+	// CgroupDriver makes the pods' cgroups: cgroupfs, or systemd (a slice
+	// per pod, a scope per container and for the pause, over D-Bus);
+	// "" is cgroupfs (internal/cgroups.ParseDriver).
+	CgroupDriver string `json:"cgroupDriver"`
+	PauseBinary  string `json:"pauseBinary"`
 	// ShimBinary is the per-pod shim; "" = podlab-shim next to podlab,
 	// then $PATH.
 	ShimBinary             string `json:"shimBinary"`
@@ -148,6 +153,9 @@ func (c *Config) Validate() error {
 		if !filepath.IsAbs(p) || filepath.Clean(p) != p {
 			return fmt.Errorf("%s: must be a clean absolute path, got %q", name, p)
 		}
+	}
+	if _, err := cgroups.ParseDriver(c.CgroupDriver); err != nil {
+		return fmt.Errorf("cgroupDriver: %w", err)
 	}
 	if len(c.CNI.BinDirs) == 0 {
 		return errors.New("cni.binDirs: at least one directory required")

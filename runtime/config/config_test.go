@@ -61,6 +61,29 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
+func TestCgroupDriver(t *testing.T) {
+	dir := t.TempDir()
+	load := func(body string) (*Config, error) {
+		p := filepath.Join(dir, "c.yaml")
+		os.WriteFile(p, []byte(body), 0o644)
+		return Load(p)
+	}
+	if c := Default(); c.CgroupDriver != "cgroupfs" {
+		t.Errorf("default cgroupDriver %q, want cgroupfs (the kubelet's and containerd's default)", c.CgroupDriver)
+	}
+	if _, err := load("cgroupDriver: cgroupfs\n"); err != nil {
+		t.Error(err)
+	}
+	if _, err := load("cgroupDriver: sytemd\n"); err == nil || !strings.Contains(err.Error(), "cgroupDriver") {
+		t.Errorf("a misspelt driver: %v, want an error naming cgroupDriver", err)
+	}
+	// systemd is refused where it is not PID 1, with the reason.
+	_, err := load("cgroupDriver: systemd\n")
+	if _, statErr := os.Stat("/run/systemd/system"); (statErr == nil) != (err == nil) {
+		t.Errorf("cgroupDriver: systemd with /run/systemd/system %v: %v", statErr, err)
+	}
+}
+
 // The registry section: containerd's hosts.toml in YAML, checked on load.
 func TestLoadRegistryHosts(t *testing.T) {
 	dir := t.TempDir()

@@ -22,7 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/podlab/podlab/internal/cgroupctl"
+	"github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/internal/cleanup"
 	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/failpoint"
@@ -657,12 +657,12 @@ func (k *Kubelet) containerConfig(mf *manifest.Manifest, pc plannedContainer, se
 	var events []Event
 	// A limit no controller of the host can enforce is dropped with a
 	// warning: the runtime would drop it too, unseen by podlab run's user.
-	avail, err := cgroupctl.Available()
+	avail, err := cgroups.Available()
 	if err != nil {
 		return nil, nil, err
 	}
-	var missing []cgroupctl.Missing
-	cfg.Linux.Resources, missing = cgroupctl.Enforceable(cfg.Linux.Resources, avail)
+	var missing []cgroups.Missing
+	cfg.Linux.Resources, missing = cgroups.Enforceable(cfg.Linux.Resources, avail)
 	for _, m := range missing {
 		events = append(events, Event{Type: "Warning", Reason: "ResourceLimitNotEnforced", Object: c.Name, Message: m.String()})
 	}

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/podlab/podlab/internal/atomicfile"
+	"github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
@@ -395,7 +396,13 @@ func Main(args []string) int {
 			status.Close()
 			return err
 		}
-		backend, err := oci.New(oci.RuntimeConfig{Type: *runtimeType, Path: *runtimePath, Root: *ociRoot, OCIVersion: *ociVersion})
+		// The pod's record says which cgroup driver made its cgroups; its
+		// containers' scopes go in its slice with the systemd one.
+		systemdCgroup := false
+		if p, err := store.Get(*podID); err == nil && p.Cgroup != nil && p.Cgroup.Driver == cgroups.Systemd {
+			systemdCgroup = true
+		}
+		backend, err := oci.New(oci.RuntimeConfig{Type: *runtimeType, Path: *runtimePath, Root: *ociRoot, OCIVersion: *ociVersion, SystemdCgroup: systemdCgroup})
 		if err != nil {
 			status.WriteString(err.Error() + "\n")
 			status.Close()

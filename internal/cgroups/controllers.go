@@ -1,11 +1,12 @@
-// Package cgroupctl says which of a container's CRI resource limits the
-// host's cgroup controllers can enforce. A hierarchy may lack a controller
+// Which of a container's CRI resource limits the host's cgroup
+// controllers can enforce. A hierarchy may lack a controller
 // (a cgroup v2 hierarchy beside v1 ones, a delegated subtree, a kernel
 // built without it); libcontainer then fails the container on v2 (no
 // memory.max to write) and silently skips the limit on v1. podlab instead
 // drops such a limit and says so, naming the controller, as CRI-O does for
 // swap and hugetlb.
-package cgroupctl
+
+package cgroups
 
 import (
 	"fmt"
@@ -13,7 +14,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/opencontainers/cgroups"
+	occg "github.com/opencontainers/cgroups"
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -31,7 +32,7 @@ func Available() (map[string]bool, error) {
 	if availCache != nil {
 		return availCache, nil
 	}
-	mounts, err := cgroups.GetCgroupMounts(false)
+	mounts, err := occg.GetCgroupMounts(false)
 	if err != nil {
 		return nil, fmt.Errorf("listing cgroup controllers: %w", err)
 	}

@@ -1,4 +1,4 @@
-package cgroupctl
+package cgroups
 
 import (
 	"reflect"

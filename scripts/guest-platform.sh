@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# guest-platform.sh: run in the stock Debian 12 guest (scripts/stock-vm.sh
+# run -- scripts/guest-platform.sh), as its non-root user, after
+# guest-demo.sh in the same boot (it reuses the demo's build and images;
+# alone it runs scripts/setup.sh demo first). With cgroupDriver: systemd it
+# shows, on systemd and pure cgroup v2:
+#   - the pod's slice lists the pause's and each container's scope
+#     (systemctl status), as containerd's SystemdCgroup = true makes them;
+#   - the container sees its memory and cpu limits in its own
+#     /sys/fs/cgroup/memory.max and cpu.max;
+#   - a container over its memory limit exits OOMKilled, 137 (memory.events);
+#   - nothing of podlab's is left in systemd (units) or in the cgroup tree
+#     after podlab rm, and after podlab gc of a run killed (SIGKILL, a
+#     failpoint) between its pause and its containers;
+#   - the leak check (internal/leakcheck, systemd units included) is clean.
+# Each step prints its time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+say() { echo "guest-platform: $*"; }
+fail() { say "FAIL: $*"; exit 1; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+[ -d /run/systemd/system ] || fail "systemd is not PID 1 here: run me in scripts/stock-vm.sh's guest"
+[ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ] || fail "/sys/fs/cgroup is not cgroup v2"
+
+t0=$(now)
+t=$(now)
+if [ ! -x bin/podlab ] || ! sudo bin/podlab image ls 2>/dev/null | grep -q '^busybox'; then
+  sudo scripts/setup.sh demo >/dev/null
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# The leak check, built once (the Go caches are warm; bin/ is root's).
+go build -o "$work/leakcheck" ./test/leakcheck
+say "setup: $(since "$t") s"
+conf=$work/config.yaml
+echo "cgroupDriver: systemd" > "$conf"
+podlab() { sudo bin/podlab --config "$conf" "$@"; }
+# Active, activating or failed units (a stopped transient unit may stay
+# loaded, inactive, until systemd's next garbage collection).
+# podlab's units only: the guest runs this script in podlab-run.service.
+units() { systemctl list-units --no-legend --plain 'podlab-*.scope' 'podlab-*.slice' podlab.slice | awk '{print $1}'; }
+leakcheck() { sudo "$work/leakcheck" -settle 10s || fail "leak check: see the leak: lines above"; }
+nothing_left() {
+  local left
+  left=$(units)
+  [ -z "$left" ] || fail "$1: systemd units left: $left"
+  left=$(ls -d /sys/fs/cgroup/podlab.slice /sys/fs/cgroup/podlab 2>/dev/null || true)
+  [ -z "$left" ] || fail "$1: cgroups left: $left"
+  leakcheck
+  say "$1: no podlab unit or cgroup left, leak check clean"
+}
+
+[ -z "$(units)" ] || fail "podlab units before the test: $(units)"
+podlab config | grep -qx 'cgroupDriver: systemd' || fail "podlab config does not show cgroupDriver: systemd"
+
+cat > "$work/pod.yaml" <<'EOF'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: sdpod
+spec:
+  restartPolicy: Never
+  containers:
+  - name: app
+    image: busybox:latest
+    command: [sleep, "3600"]
+    resources:
+      limits: {memory: 64Mi, cpu: 500m}
+  - name: side
+    image: busybox:latest
+    command: [sleep, "3600"]
+  - name: oom
+    image: busybox:latest
+    command: [sh, -c, "dd if=/dev/zero of=/dev/null bs=64M"]
+    resources:
+      limits: {memory: 16Mi}
+EOF
+
+t=$(now)
+id=$(podlab run -q -f "$work/pod.yaml")
+say "podlab run (systemd driver): pod $id in $(since "$t") s"
+
+# The pod's slice holds the pause's scope and each container's.
+slice=podlab-pod$id.slice
+status=$(systemctl status --no-pager --lines=0 "$slice")
+echo "$status"
+grep -q "podlab-$id.scope" <<<"$status" || fail "$slice does not list the pause's scope podlab-$id.scope"
+for c in app side; do
+  cid=$(podlab ps -o json | tr -d ' \n' | grep -o "\"id\":\"[0-9a-f]*\",\"pod\":\"default/sdpod\",\"name\":\"$c\"" | grep -o '[0-9a-f]\{64\}')
+  [ -n "$cid" ] || fail "no running container $c"
+  grep -q "podlab-$cid.scope" <<<"$status" || fail "$slice does not list $c's scope podlab-$cid.scope"
+done
+say "systemctl status $slice lists the pause's scope and the containers' (app, side)"
+
+# The limits, as the container sees them.
+mem=$(podlab exec sdpod -c app -- cat /sys/fs/cgroup/memory.max)
+cpu=$(podlab exec sdpod -c app -- cat /sys/fs/cgroup/cpu.max)
+[ "$mem" = 67108864 ] || fail "app's memory.max is $mem, want 67108864 (64Mi)"
+[ "$cpu" = "50000 100000" ] || fail "app's cpu.max is $cpu, want 50000 100000 (500m)"
+say "inside app: memory.max $mem, cpu.max $cpu"
+
+# The OOM kill, from memory.events.
+t=$(now)
+for _ in $(seq 120); do
+  row=$(podlab ps -a -o json | tr -d ' \n' | grep -o '{[^{}]*"name":"oom"[^{}]*}' || true)
+  grep -q '"state":"Exited"' <<<"$row" && break
+  sleep 1
+done
+grep -q '"exitCode":137' <<<"$row" && grep -q '"reason":"OOMKilled"' <<<"$row" ||
+  fail "oom container: $row, want exited 137 OOMKilled"
+say "oom container: exited 137, OOMKilled ($(since "$t") s)"
+
+t=$(now)
+podlab rm sdpod >/dev/null
+say "podlab rm: $(since "$t") s"
+nothing_left "after rm"
+
+# A run killed (SIGKILL) after its pause started: its slice and the
+# pause's scope stay in systemd until podlab gc.
+t=$(now)
+rc=0
+sudo PODLAB_FAILPOINT=after-pause:kill bin/podlab --config "$conf" run -q -f "$work/pod.yaml" >/dev/null 2>&1 || rc=$?
+[ "$rc" = 137 ] || fail "the killed run exited $rc, want 137 (SIGKILL)"
+left=$(units)
+grep -q "podlab-pod" <<<"$left" || fail "after the kill, no pod slice in systemd: $left"
+say "run killed after its pause: units left: $(echo $left)"
+podlab gc
+say "podlab gc: $(since "$t") s"
+nothing_left "after gc of a killed run"
+
+say "passed in $(since "$t0") s"
