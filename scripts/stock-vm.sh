@@ -231,6 +231,12 @@ warm_go() {
   # setup.sh's own Go steps (CNI plugins, crictl, critest), from a copy of
   # the clone with no bin/podlab (so it imports no image on the host).
   CNI_BIN_DIR=$cache/go/bin/cni CRICTL_BIN_DIR=$cache/go/bin "$stage_repo/scripts/setup.sh" critest >/dev/null
+  # bench-peers.sh's cnitool, where PODLAB_PEERS_CACHE=$cache/go/bin/peers
+  # finds it: its module's dependencies are not the clone's, so the
+  # offline guest cannot build it.
+  local cni; cni=$(awk '$1 == "github.com/containernetworking/cni" { print $2; exit }' "$repo/go.mod")
+  [ -x "$cache/go/bin/peers/cnitool-$cni/cnitool" ] ||
+    (cd / && GOBIN=$cache/go/bin/peers/cnitool-$cni GOFLAGS= go install "github.com/containernetworking/cni/cnitool@$cni")
   unset GOMODCACHE GOCACHE GOFLAGS GOTOOLCHAIN
   # The guest's user owns the caches (root in the guest writes too).
   chown -R "$GUEST_UID:$GUEST_UID" "$cache/go/mod" "$cache/go/build"
