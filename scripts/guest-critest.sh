@@ -50,4 +50,17 @@ if sudo test -f "$junit"; then
   [ "$passed" = 9 ] || { say "$passed of critest's 9 AppArmor specs passed for podlab"; exit 1; }
   say "all 9 of critest's AppArmor specs ran and passed for podlab"
 fi
+# -benchmark of both runtimes (e.g. --benchmark-only): critest.sh writes
+# no doc for a partial run, and nothing in the guest comes back to the
+# host, so the "Through the CRI" tables are printed here.
+res=build/critest/results
+if sudo test -d "$res/podlab-benchmark" && sudo test -d "$res/containerd-benchmark"; then
+  doc=$(mktemp)
+  cp docs/benchmarks.md "$doc"
+  go run ./test/critestreport benchmark -podlab "$res/podlab-benchmark" -containerd "$res/containerd-benchmark" \
+    -doc "$doc" -params test/critest-benchmark.yaml \
+    -containerd-version "$("$(scripts/build-containerd.sh)/containerd" --version | awk '{ print $3 }')"
+  say "critest -benchmark in this guest:"
+  sed -n '/^### Pod lifecycle/,/^<!-- critest-benchmark: end/p' "$doc"
+fi
 exit "$rc"
