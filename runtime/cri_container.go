@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/containerd/continuity/fs"
+	"github.com/containerd/nri/pkg/api"
 	securejoin "github.com/cyphar/filepath-securejoin"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/protobuf/proto"
@@ -34,6 +35,7 @@ import (
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/inject"
 	"github.com/podlab/podlab/runtime/kubecontainer"
+	"github.com/podlab/podlab/runtime/nri"
 	"github.com/podlab/podlab/runtime/shim"
 	"github.com/podlab/podlab/sandbox"
 )
@@ -49,6 +51,11 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, err
 	}
 	cgroupwarm.Start() // the init's cgroup attach, in the shim, comes in a few ms
+	// A pod still being created holds its lock until it is ready (its
+	// NRI RunPodSandbox included): it is not ready now, no need to wait.
+	if p, err := r.Store.PodByID(req.GetPodSandboxId()); err == nil && p.State == state.PodCreating {
+		return nil, errdefs.FailedPrecondition("pod sandbox %s is not ready (being created): containers are created in running sandboxes only", state.ShortID(p.ID))
+	}
 	p, lock, err := r.lockedPod(req.GetPodSandboxId())
 	if err != nil {
 		return nil, err
@@ -86,6 +93,8 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		Labels: cfg.Labels, Annotations: cfg.Annotations, State: ContainerCreated, CreatedAt: time.Now().UTC(),
 	}
 	ctr.Bundle = filepath.Join(r.Store.PodDir(p.ID), "containers", ctr.ID)
+	r.creating.Store(ctr.ID, struct{}{})
+	defer r.creating.Delete(ctr.ID)
 	ctr.CgroupPath = filepath.Join(p.CgroupPath, ctr.ID)
 	ctr.LogPath = r.containerLogPath(p, cfg)
 
@@ -129,7 +138,14 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	}
 
 	end = rec.StartChild(op, "ctr "+md.Name+" config")
-	err = r.containerSpec(p, cfg, img, rootfsPath, ctr.Bundle, ctr.ID)
+	// NRI's plugins hear of a creation that fails after they adjusted it.
+	undo.Add("undoing NRI CreateContainer", func() error {
+		if r.NRI.Active() {
+			r.NRI.UndoCreateContainer(context.Background(), nri.Pod(p), nri.Container(p, &ctr, nil))
+		}
+		return nil
+	})
+	err = r.containerSpec(ctx, p, &ctr, cfg, img, rootfsPath, rec, op)
 	if err == nil {
 		err = os.MkdirAll(filepath.Dir(ctr.LogPath), 0o755)
 	}
@@ -173,6 +189,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, err
 	}
 	undo = cleanup.List{}
+	if c := p.Container(ctr.ID); c != nil && r.NRI.Active() {
+		logNRI(r.NRI.PostCreateContainer(ctx, nri.Pod(p), nriContainer(p, c)), "PostCreateContainer", "container", ctr.ID)
+	}
 	return &runtimeapi.CreateContainerResponse{ContainerId: ctr.ID}, nil
 }
 
@@ -216,7 +235,8 @@ func (r *Runtime) containerLogPath(p *state.Pod, cfg *runtimeapi.ContainerConfig
 // and its layers (layers.json: the CRI config as the client sent it, and
 // the OCI spec podlab made of it). The request is converted before
 // anything is made for it.
-func (r *Runtime) containerSpec(p *state.Pod, req *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, bundle, id string) error {
+func (r *Runtime) containerSpec(ctx context.Context, p *state.Pod, ctr *state.Container, req *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath string, rec *trace.Recorder, op string) error {
+	bundle, id := ctr.Bundle, ctr.ID
 	cfg, err := criDefaults(p, req, r.Store.PodDir(p.ID))
 	if err != nil {
 		return err
@@ -245,6 +265,10 @@ func (r *Runtime) containerSpec(p *state.Pod, req *runtimeapi.ContainerConfig, i
 	if spec.Linux.Seccomp != nil && !oci.SeccompSupported {
 		return errdefs.Wrap(errdefs.ErrUnimplemented, fmt.Errorf("config.linux.security_context.seccomp: %s profile asked for: %w", profile, oci.ErrSeccompNotBuilt))
 	}
+	changes, err := r.nriCreateContainer(ctx, p, ctr, spec, rec, op)
+	if err != nil {
+		return err
+	}
 	for i, m := range cfg.Mounts {
 		// containerd makes a missing host path a directory, as docker -v does.
 		if _, err := os.Stat(m.HostPath); errors.Is(err, os.ErrNotExist) {
@@ -263,7 +287,7 @@ func (r *Runtime) containerSpec(p *state.Pod, req *runtimeapi.ContainerConfig, i
 	if err != nil {
 		return err
 	}
-	l := &Layers{CRI: criJSON, OCI: spec, Injection: inj, Seccomp: profile}
+	l := &Layers{CRI: criJSON, OCI: spec, Injection: inj, Seccomp: profile, NRI: changes}
 	return l.write(bundle)
 }
 
@@ -664,9 +688,17 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	rec := trace.NewAt(p.Created)
 	op := "StartContainer " + c.Name
 	end := rec.Start(op)
-	endStart := rec.StartChild(op, "ctr "+c.Name+" start")
-	st, err := client.Start(ctx, c.ID)
-	endStart(err)
+	var st shim.StartResponse
+	if r.NRI.Active() {
+		endNRI := rec.StartChild(op, "ctr "+c.Name+" nri")
+		err = r.NRI.StartContainer(ctx, nri.Pod(p), nriContainer(p, c))
+		endNRI(err)
+	}
+	if err == nil {
+		endStart := rec.StartChild(op, "ctr "+c.Name+" start")
+		st, err = client.Start(ctx, c.ID)
+		endStart(err)
+	}
 	end(err)
 	trace.FromContext(ctx).Merge(rec, op)
 	if err != nil {
@@ -691,6 +723,10 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	if err := r.Store.Save(p); err != nil {
 		return nil, err
 	}
+	if r.NRI.Active() {
+		logNRI(r.NRI.PostStartContainer(ctx, nri.Pod(p), nriContainer(p, c)), "PostStartContainer", "container", c.ID)
+	}
+	r.nriWatchExit(p, *c)
 	return &runtimeapi.StartContainerResponse{}, nil
 }
 
@@ -710,6 +746,9 @@ func (r *Runtime) StopContainer(ctx context.Context, req *runtimeapi.StopContain
 	}
 	if err := r.Store.Save(p); err != nil {
 		return nil, err
+	}
+	if r.NRI.Active() {
+		logNRI(r.NRI.StopContainer(ctx, nri.Pod(p), nriContainer(p, c)), "StopContainer", "container", c.ID)
 	}
 	return &runtimeapi.StopContainerResponse{}, nil
 }
@@ -747,8 +786,16 @@ func (r *Runtime) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveCon
 	if err := r.stopTask(ctx, p, c, 0); err != nil {
 		return nil, err
 	}
+	var ctr *api.Container
+	if r.NRI.Active() {
+		ctr = nriContainer(p, c)
+		logNRI(r.NRI.StopContainer(ctx, nri.Pod(p), ctr), "StopContainer", "container", c.ID)
+	}
 	if err := r.deleteTaskContainer(p, c); err != nil {
 		return nil, err
+	}
+	if ctr != nil {
+		logNRI(r.NRI.RemoveContainer(ctx, nri.Pod(p), ctr), "RemoveContainer", "container", ctr.Id)
 	}
 	return &runtimeapi.RemoveContainerResponse{}, nil
 }
@@ -823,6 +870,9 @@ func (r *Runtime) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 	p, c, err := r.Store.ContainerByID(req.ContainerId)
 	if err != nil {
 		return nil, notFound(err)
+	}
+	if _, creating := r.creating.Load(c.ID); creating {
+		return nil, errdefs.NotFound("container %s is being created", state.ShortID(c.ID))
 	}
 	if !refreshRecorded(p, c) {
 		_, done := r.dialTask(p, c)
@@ -946,6 +996,9 @@ func (r *Runtime) ListContainers(ctx context.Context, req *runtimeapi.ListContai
 		}
 		for i := range p.Containers {
 			c := &p.Containers[i]
+			if _, creating := r.creating.Load(c.ID); creating {
+				continue // not yet a container a client can know of
+			}
 			RefreshContainer(c)
 			markOrphaned(p, c)
 			st := criContainerState(c.State)
@@ -1039,7 +1092,13 @@ func ExecProcess(bundle string, args []string) (*specs.Process, error) {
 // UpdateContainerResources applies new CPU and memory limits to a
 // container's live cgroup and records them in its config.json.
 func (r *Runtime) UpdateContainerResources(ctx context.Context, req *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
-	_, c, lock, err := r.lockedContainer(req.GetContainerId())
+	return r.updateContainerResources(ctx, req, true)
+}
+
+// updateContainerResources is UpdateContainerResources, asking NRI's
+// plugins first unless the update is theirs.
+func (r *Runtime) updateContainerResources(ctx context.Context, req *runtimeapi.UpdateContainerResourcesRequest, askNRI bool) (_ *runtimeapi.UpdateContainerResourcesResponse, retErr error) {
+	p, c, lock, err := r.lockedContainer(req.GetContainerId())
 	if err != nil {
 		return nil, err
 	}
@@ -1051,6 +1110,21 @@ func (r *Runtime) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 	lr := req.GetLinux()
 	if lr == nil {
 		return &runtimeapi.UpdateContainerResourcesResponse{}, nil
+	}
+	if askNRI && r.NRI.Active() {
+		pod, ctr := nri.Pod(p), nriContainer(p, c)
+		res, err := r.NRI.UpdateContainer(ctx, pod, ctr, nriResources(lr))
+		if err != nil {
+			return nil, err
+		}
+		if res != nil {
+			lr = criResourcesOf(res)
+		}
+		defer func() {
+			if retErr == nil {
+				logNRI(r.NRI.PostUpdateContainer(ctx, pod, ctr), "PostUpdateContainer", "container", c.ID)
+			}
+		}()
 	}
 	if lr, err = enforceable(lr, c.Name); err != nil {
 		return nil, err

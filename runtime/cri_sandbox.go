@@ -20,6 +20,7 @@ import (
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
+	"github.com/podlab/podlab/runtime/nri"
 	"github.com/podlab/podlab/runtime/shim"
 	"github.com/podlab/podlab/sandbox"
 )
@@ -110,6 +111,22 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	end(err)
 	if err != nil {
 		return nil, fmt.Errorf("pod files: %w", err)
+	}
+
+	// NRI's plugins see the pod before any client does: it is Creating
+	// (unlisted, not ready) until they answered; one that fails fails it.
+	if r.NRI.Active() {
+		end = rec.StartChild("RunPodSandbox", "nri")
+		err = r.NRI.RunPodSandbox(ctx, nri.Pod(p))
+		end(err)
+		if err != nil {
+			return nil, err
+		}
+		undo.Add("telling NRI the pod is gone", func() error {
+			logNRI(r.nriStopPod(context.Background(), p), "StopPodSandbox", "pod", p.Key())
+			r.nriRemovePod(context.Background(), p, nil)
+			return nil
+		})
 	}
 
 	p.State = state.PodReady
@@ -427,6 +444,8 @@ func (r *Runtime) stopSandbox(ctx context.Context, p *state.Pod) error {
 		end(err)
 		return err
 	}
+	// As containerd: a plugin's failure does not keep a pod from stopping.
+	logNRI(r.nriStopPod(ctx, p), "StopPodSandbox", "pod", p.Key())
 	if p.State == state.PodStopped {
 		end(nil)
 		return nil
@@ -519,6 +538,13 @@ func (r *Runtime) removeSandbox(ctx context.Context, p *state.Pod) (retErr error
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	logNRI(r.nriStopPod(ctx, p), "StopPodSandbox", "pod", p.Key())
+	ctrs := append([]state.Container(nil), p.Containers...)
+	defer func() {
+		if retErr == nil {
+			r.nriRemovePod(ctx, p, ctrs)
+		}
+	}()
 	end := rec.StartChild("RemovePodSandbox", "remove containers")
 	var removeErrs []error
 	for _, c := range append([]state.Container(nil), p.Containers...) {

@@ -19,6 +19,7 @@ import (
 	"github.com/podlab/podlab/runtime/config"
 	"github.com/podlab/podlab/runtime/inject"
 	"github.com/podlab/podlab/runtime/kubecontainer"
+	"github.com/podlab/podlab/runtime/nri"
 	"github.com/podlab/podlab/runtime/shim"
 	"github.com/podlab/podlab/sandbox"
 )
@@ -48,6 +49,15 @@ type Runtime struct {
 	// container ID), from which the next ContainerStats computes
 	// usage_nano_cores.
 	cpuSamples sync.Map
+	// NRI relays the pods' and containers' lifecycle to NRI plugins (nil:
+	// disabled; `podlab serve` starts it, see StartNRI).
+	NRI *nri.API
+	// creating holds the IDs of containers whose CreateContainer is under
+	// way: recorded (for gc) but not yet a container a client can know of,
+	// as a pod that is Creating.
+	creating sync.Map
+	// exits watches running containers' bundles for their exit, for NRI.
+	exits exitWatch
 	// usernsProbe caches whether pods can have user namespaces here.
 	usernsProbe struct {
 		once sync.Once
@@ -143,6 +153,9 @@ type Layers struct {
 	// RuntimeDefault, "Localhost <file>" or Unconfined (empty: made before
 	// podlab had seccomp).
 	Seccomp string `json:"seccomp,omitempty"`
+	// NRI is what each NRI plugin changed in the OCI layer (each plugin's
+	// time is in the pod's trace).
+	NRI []nri.Change `json:"nri,omitempty"`
 }
 
 func (l *Layers) write(dir string) error {

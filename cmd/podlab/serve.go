@@ -33,6 +33,12 @@ Exec, Attach and PortForward answer with URLs on a streaming server (SPDY
 and websocket, as the kubelet's) on --streaming-address, by default
 loopback on a port the kernel picks.
 
+NRI plugins (containerd/nri) connect on the config's nri.socketPath
+(default nri.sock in the state dir) and those in nri.pluginPath are
+started; each hears the pods' and containers' events and may adjust
+containers, and podlab inspect shows which plugin changed what.
+nri.enable: false turns NRI off.
+
 Not implemented yet, and answered "Unimplemented": checkpoints and
 events.`,
 		Example: `  sudo podlab serve
@@ -82,6 +88,15 @@ events.`,
 				// One pod that cannot be reconciled must not keep the
 				// others from being served: it stays for gc or a client.
 				log.Warn("recovery left work undone", "error", err)
+			}
+			// NRI's plugins synchronize with the recovered pods; it stops
+			// (plugins disconnected, socket removed) when serving ends.
+			if err := rt.StartNRI(); err != nil {
+				return err
+			}
+			defer rt.StopNRI()
+			if rt.NRI != nil {
+				log.Info("NRI enabled", "socket", rt.NRI.SocketPath())
 			}
 			srv := cri.NewServer(rt, rt, log).RecordCallsTo(rt.NewCallLog())
 			if streamingAddr == "" {

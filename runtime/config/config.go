@@ -15,6 +15,7 @@ import (
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/env"
 	"github.com/podlab/podlab/runtime/inject"
+	"github.com/podlab/podlab/runtime/nri"
 )
 
 //go:embed default.yaml
@@ -55,6 +56,9 @@ type Config struct {
 	// attach, port-forward) listens: host:port, port 0 for one the
 	// kernel picks.
 	StreamingAddress string `json:"streamingAddress"`
+	// NRI is the Node Resource Interface of `podlab serve`: its socket,
+	// its pre-registered plugins, its timeouts (see runtime/nri).
+	NRI nri.Config `json:"nri"`
 }
 
 // CNI configures the pod network.
@@ -140,6 +144,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := inject.ValidateDevicePlugins(c.DevicePlugins); err != nil {
+		return err
+	}
+	if err := c.NRI.Validate(); err != nil {
 		return err
 	}
 	return c.Registry.Validate()

@@ -126,3 +126,23 @@ func TestLeakCheckLooksAtTheDefaults(t *testing.T) {
 		t.Errorf("leak check does not look for the host-port rules of network %q: %v", conflist.Name, h.CNINetworks)
 	}
 }
+
+// The nri section: bad values are refused on load, naming the key.
+func TestLoadNRIErrors(t *testing.T) {
+	if c := Default(); !c.NRI.Enable || c.NRI.SocketPath != "" {
+		t.Errorf("default nri: %+v, want enabled, on the state dir's socket", c.NRI)
+	}
+	dir := t.TempDir()
+	for name, tc := range map[string]struct{ body, want string }{
+		"relative socket":  {"nri:\n  socketPath: run/nri.sock\n", "nri.socketPath"},
+		"unclean plugins":  {"nri:\n  pluginPath: /opt/../nri\n", "nri.pluginPath"},
+		"negative timeout": {"nri:\n  requestTimeoutSeconds: -1\n", "nri.requestTimeoutSeconds"},
+		"unknown key":      {"nri:\n  socket: /run/x.sock\n", "socket"},
+	} {
+		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_"))
+		os.WriteFile(p, []byte(tc.body), 0o644)
+		if _, err := Load(p); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Load = %v, want an error naming %q", name, err, tc.want)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/podlab/podlab/runtime"
 	"github.com/podlab/podlab/runtime/inject"
 	"github.com/podlab/podlab/runtime/kubelet"
+	"github.com/podlab/podlab/runtime/nri"
 )
 
 // Who made a pod, which decides the layers podlab has of it.
@@ -81,6 +82,9 @@ type Report struct {
 	// layers attribute to a rule or device plugin).
 	InjectionError string `json:"injectionError,omitempty"`
 	Diffs          []Diff `json:"diffs,omitempty"`
+	// NRI is everything NRI plugins changed in the container's OCI spec,
+	// each change with its plugin (env and mounts are also in Injected).
+	NRI []nri.Change `json:"nri,omitempty"`
 }
 
 // DataPath names the layers the report's container has, in order.
@@ -161,6 +165,8 @@ func Inspect(p *state.Pod, c *state.Container, rules Rules) (*Report, error) {
 		r.InjectionFrom = from
 		expected = ExpectedItems(rules, inj)
 	}
+	expected = append(expected, NRIItems(stored)...)
+	r.NRI = nriChanges(stored)
 	r.Injected = Items(expected, r.Layers)
 	r.Diffs = Diffs(r.Layers)
 	return r, nil

@@ -42,7 +42,7 @@ type Item struct {
 	ReadOnly bool   `json:"readOnly,omitempty"`
 	Source   string `json:"source"` // device-plugin or platform
 	Origin   string `json:"origin"` // the resource or the rule name
-	Point    string `json:"point"`  // kubelet, runtime or hook
+	Point    string `json:"point"`  // kubelet, runtime, hook or nri
 	CA       bool   `json:"ca,omitempty"`
 	// Visible says, per layer name, whether that layer shows the item
 	// with this value (host path).
@@ -72,8 +72,11 @@ func (it Item) MarksFor(layers []string) string {
 
 // By names where the item comes from: "rule ca-bundle (ca, kubelet)".
 func (it Item) By() string {
-	if it.Source == env.SourceDevicePlugin {
+	switch it.Source {
+	case env.SourceDevicePlugin:
 		return "device plugin " + it.Origin
+	case SourceNRI:
+		return "NRI plugin " + it.Origin + " (nri)"
 	}
 	s := "rule " + it.Origin + " ("
 	if it.CA {

@@ -173,6 +173,7 @@ func WriteVisibility(w io.Writer, r *Report) {
 		if r.CreatedBy == CreatorCRI {
 			writePoints(w, r.CreatedBy)
 		}
+		WriteNRI(w, r)
 		return
 	}
 	switch {
@@ -196,12 +197,33 @@ func WriteVisibility(w io.Writer, r *Report) {
 	for _, n := range notes {
 		fmt.Fprintln(w, "  note: "+p.short(n))
 	}
+	WriteNRI(w, r)
+}
+
+// WriteNRI lists what each NRI plugin changed in the container (env and
+// mounts, and the rest: annotations, devices, hooks, resources...).
+func WriteNRI(w io.Writer, r *Report) {
+	if len(r.NRI) == 0 {
+		return
+	}
+	p := printer{w, r.PodDir}
+	fmt.Fprintln(w, "\n── NRI plugins: what each changed at CreateContainer ──")
+	tw := newTab(w)
+	fmt.Fprintln(tw, "  PLUGIN\tKIND\tITEM\tVALUE\tOVERRIDES")
+	for _, c := range r.NRI {
+		val := p.short(c.Value)
+		if c.Removed {
+			val = "(removed)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Plugin, c.Kind, c.Item, val, p.short(c.Overrides))
+	}
+	tw.Flush()
 }
 
 // writePoints says at which layers each injection point's items show.
 func writePoints(w io.Writer, createdBy string) {
 	if createdBy == CreatorCRI {
-		fmt.Fprintln(w, "  runtime point: the OCI spec and after; hook point: the live process only. The kubelet point and device plugins are the CRI client's.")
+		fmt.Fprintln(w, "  runtime point and NRI plugins: the OCI spec and after; hook point: the live process only. The kubelet point and device plugins are the CRI client's.")
 		return
 	}
 	fmt.Fprintln(w, "  kubelet point: RunContainerOptions and after; runtime point: the OCI spec and after; hook point: the live process only.")

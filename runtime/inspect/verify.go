@@ -118,6 +118,11 @@ func Verify(p *state.Pod, rules Rules) *Verification {
 			v.Overrides = append(v.Overrides, Override{Container: e.Object, Message: e.Message})
 		}
 	}
+	for i := range p.Containers {
+		if stored, err := ReadStored(p.Containers[i].Bundle); err == nil {
+			v.Overrides = append(v.Overrides, nriOverrides(&p.Containers[i], stored)...)
+		}
+	}
 	v.OK = len(v.Failures()) == 0
 	return v
 }
@@ -176,7 +181,7 @@ func verifyContainer(p *state.Pod, pod *corev1.Pod, c *state.Container, rules Ru
 	if err != nil {
 		return append(checks, fail("injection", "resolving the rules: "+err.Error())...)
 	}
-	items := ExpectedItems(rules, inj)
+	items := append(ExpectedItems(rules, inj), NRIItems(stored)...)
 	want := processEnv(items, stored.Options)
 	for _, it := range items {
 		checks = append(checks, checkItem(name, it, layers, stored.Options, want, storedOnly))
@@ -293,6 +298,12 @@ func processEnv(items []Item, opts *kubecontainer.RunContainerOptions) map[strin
 			want[it.Name] = it.Value
 		}
 	}
+	// NRI's plugins come last: what they set is what the process gets.
+	for _, it := range items {
+		if it.Kind == KindEnv && it.Point == PointNRI {
+			want[it.Name] = it.Value
+		}
+	}
 	return want
 }
 
@@ -391,11 +402,11 @@ func checkStored(it Item, layers []Layer, opts *kubecontainer.RunContainerOption
 		return fmt.Sprintf("RunContainerOptions has %s=%q from %s (%s), want %q from %s (%s)", e.Name, e.Value, e.Source, e.Origin, it.Value, it.Source, it.Origin), ""
 	case it.Kind == KindMount && it.Point == inject.PointKubelet:
 		return storedMount(optsLayer.mount(it.Name), it, "RunContainerOptions"), ""
-	case it.Kind == KindEnv && it.Point == inject.PointRuntime:
+	case it.Kind == KindEnv && (it.Point == inject.PointRuntime || it.Point == PointNRI):
 		if v, ok := oci.envValue(it.Name); !ok || v != it.Value {
 			return fmt.Sprintf("config.json process.env lacks %s=%s", it.Name, it.Value), ""
 		}
-	case it.Kind == KindMount && it.Point == inject.PointRuntime:
+	case it.Kind == KindMount && (it.Point == inject.PointRuntime || it.Point == PointNRI):
 		return storedMount(oci.mount(it.Name), it, "config.json mounts"), ""
 	case it.Kind == KindMount && it.Point == inject.PointHook:
 		return storedMount(oci.hookMount(it.Name), it, "config.json hooks.createContainer"), ""

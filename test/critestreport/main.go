@@ -282,8 +282,9 @@ pass offline); the 5 benchmark specs run only with -benchmark (below
 "not selected", with it). containerd runs with config version 3 as its docs
 describe it: its CRI plugins with runc, the registry mirrors in hosts.toml
 (`+"`config_path`"+`), the pause image pinned, NRI enabled on a socket of its
-own that critest is given as `+"`-nri-socket`"+` (for containerd only: podlab
-has no NRI yet, so its NRI specs skip), and `+"`restrict_oom_score_adj`"+` (this
+own that critest is given as `+"`-nri-socket`"+` (as podlab's, whose NRI
+request timeout is 5 s there, not NRI's 2 s: critest's synchronization specs
+hold a plugin's Synchronize open for 2 s), and `+"`restrict_oom_score_adj`"+` (this
 host withholds CAP_SYS_RESOURCE even from root, so runc could not give a
 sandbox the -998 containerd asks for); the config is in scripts/critest.sh.
 

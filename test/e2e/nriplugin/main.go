@@ -1,0 +1,96 @@
+// Command nriplugin is the NRI plugin podlab's e2e tests run, built on
+// containerd/nri's stub as NRI's own example plugins are: it adds env vars
+// and bind mounts to the containers of pods that carry a label, or fails
+// their creation. It prints "synchronized" once the runtime synchronized
+// it, so a test knows it takes part in the next event.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
+)
+
+type plugin struct {
+	env      []*api.KeyValue
+	mounts   []*api.Mount
+	selector map[string]string
+	fail     bool
+}
+
+func (p *plugin) Synchronize(context.Context, []*api.PodSandbox, []*api.Container) ([]*api.ContainerUpdate, error) {
+	fmt.Println("synchronized")
+	return nil, nil
+}
+
+func (p *plugin) selects(pod *api.PodSandbox) bool {
+	for k, v := range p.selector {
+		if pod.Labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	if !p.selects(pod) {
+		return nil, nil, nil
+	}
+	if p.fail {
+		return nil, nil, errors.New("refused by the e2e plugin (-fail)")
+	}
+	adjust := &api.ContainerAdjustment{}
+	for _, kv := range p.env {
+		adjust.AddEnv(kv.Key, kv.Value)
+	}
+	for _, m := range p.mounts {
+		adjust.AddMount(m)
+	}
+	return adjust, nil, nil
+}
+
+type list []string
+
+func (l *list) String() string     { return strings.Join(*l, ",") }
+func (l *list) Set(s string) error { *l = append(*l, s); return nil }
+
+func main() {
+	var env, mounts, selector list
+	name := flag.String("name", "e2e", "plugin name")
+	idx := flag.String("idx", "50", "plugin index (its order among plugins)")
+	socket := flag.String("socket", "", "the runtime's NRI socket")
+	fail := flag.Bool("fail", false, "fail the creation of the containers it selects")
+	flag.Var(&env, "env", "KEY=VALUE to add (repeatable)")
+	flag.Var(&mounts, "mount", "HOSTPATH:CONTAINERPATH to bind read-only (repeatable)")
+	flag.Var(&selector, "select", "KEY=VALUE a pod's labels must hold (repeatable)")
+	flag.Parse()
+
+	p := &plugin{fail: *fail, selector: map[string]string{}}
+	for _, e := range env {
+		k, v, _ := strings.Cut(e, "=")
+		p.env = append(p.env, &api.KeyValue{Key: k, Value: v})
+	}
+	for _, m := range mounts {
+		src, dst, _ := strings.Cut(m, ":")
+		p.mounts = append(p.mounts, &api.Mount{Source: src, Destination: dst, Type: "bind", Options: []string{"rbind", "ro"}})
+	}
+	for _, s := range selector {
+		k, v, _ := strings.Cut(s, "=")
+		p.selector[k] = v
+	}
+	s, err := stub.New(p, stub.WithPluginName(*name), stub.WithPluginIdx(*idx), stub.WithSocketPath(*socket))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nriplugin:", err)
+		os.Exit(1)
+	}
+	if err := s.Run(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "nriplugin:", err)
+		os.Exit(1)
+	}
+}
