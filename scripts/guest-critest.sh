@@ -40,8 +40,8 @@ say "make critest CRITEST_FLAGS=\"$*\" exited $rc after $((SECONDS - t0)) s"
 
 junit=build/critest/results/podlab-junit/junit.xml
 if sudo test -f "$junit"; then
-  # One <testcase> line per spec, with its status.
-  specs=$(sudo grep -o '<testcase name="[^"]*" classname="[^"]*" status="[a-z]*"' "$junit")
+  # One <testcase> line per spec ([It]; not the suite's setup nodes), with its status.
+  specs=$(sudo grep -o '<testcase name="\[It\] [^"]*" classname="[^"]*" status="[a-z]*"' "$junit")
   count() { grep -c "$1" <<<"$specs" || true; }
   say "podlab: $(count .) specs: $(count 'status="passed"') passed, $(count 'status="failed"') failed, $(count 'status="skipped"') skipped"
   apparmor=$(grep 'AppArmor' <<<"$specs" || true)
