@@ -161,7 +161,11 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	undo.Add("deleting container in shim", func() error {
 		client, err := shim.Dial(p.ShimSocket)
 		if err != nil {
-			return r.Sandbox.OCI.Delete(ctr.ID)
+			rt, err := r.podOCI(p)
+			if err != nil {
+				return err
+			}
+			return rt.Delete(ctr.ID)
 		}
 		defer client.Close()
 		_, err = client.Delete(context.Background(), ctr.ID)
@@ -810,7 +814,9 @@ func (r *Runtime) deleteTaskContainer(p *state.Pod, c *state.Container) error {
 		if err != nil {
 			return fmt.Errorf("deleting container %s: %w", state.ShortID(c.ID), err)
 		}
-	} else if err := r.Sandbox.OCI.Delete(c.ID); err != nil {
+	} else if rt, err := r.podOCI(p); err != nil {
+		return err
+	} else if err := rt.Delete(c.ID); err != nil {
 		return err
 	}
 	if err := r.unmountRootfs(c); err != nil {
@@ -1130,7 +1136,7 @@ func (r *Runtime) updateContainerResources(ctx context.Context, req *runtimeapi.
 		return nil, err
 	}
 	res := ociResources(lr)
-	if err := r.Sandbox.OCI.Update(c.ID, res); err != nil {
+	if err := r.updateResources(ctx, p, c.ID, res); err != nil {
 		return nil, fmt.Errorf("updating container %s: %w", state.ShortID(c.ID), err)
 	}
 	spec, err := ReadSpec(c.Bundle)
@@ -1189,4 +1195,22 @@ func enforceable(lr *runtimeapi.LinuxContainerResources, ctrName string) (*runti
 		slog.Warn("resource limit not enforced", "container", ctrName, "controller", m.Controller, "reason", m.String())
 	}
 	return out, nil
+}
+
+// updateResources updates a container's cgroup through its pod's shim;
+// where the shim is gone, or does not hold the container (a shim
+// restarted after a crash), through the pod's OCI runtime.
+func (r *Runtime) updateResources(ctx context.Context, p *state.Pod, id string, res *specs.LinuxResources) error {
+	if client, err := shim.Dial(p.ShimSocket); err == nil {
+		err = client.Update(ctx, id, res)
+		client.Close()
+		if !errdefs.IsNotFound(err) {
+			return err
+		}
+	}
+	rt, err := r.podOCI(p)
+	if err != nil {
+		return err
+	}
+	return rt.Update(id, res)
 }

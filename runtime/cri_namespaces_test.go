@@ -126,12 +126,12 @@ func TestSandboxSpecHostNetworkPorts(t *testing.T) {
 		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 			NamespaceOptions: &runtimeapi.NamespaceOption{Network: modeNode}}},
 	}
-	spec, err := sandboxSpec(cfg, "")
+	spec, err := sandboxSpec(cfg)
 	if err != nil || len(spec.PortMappings) != 0 || !spec.HostNetwork {
 		t.Errorf("host-network pod: %+v, %v; want no port mappings", spec.PortMappings, err)
 	}
 	cfg.Linux.SecurityContext.NamespaceOptions.Network = modePod
-	if spec, err := sandboxSpec(cfg, ""); err != nil || len(spec.PortMappings) != 1 {
+	if spec, err := sandboxSpec(cfg); err != nil || len(spec.PortMappings) != 1 {
 		t.Errorf("pod network: %+v, %v; want the port mapping", spec.PortMappings, err)
 	}
 }
@@ -192,7 +192,7 @@ func TestSandboxSpecDefaults(t *testing.T) {
 	}
 	long := "create-PodSandbox-for-container-" + strings.Repeat("f", 36)
 	cfg := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: long, Namespace: "default"}}
-	spec, err := sandboxSpec(cfg, "")
+	spec, err := sandboxSpec(cfg)
 	if err != nil {
 		t.Fatalf("no hostname, long name: %v", err)
 	}
@@ -205,11 +205,11 @@ func TestSandboxSpecDefaults(t *testing.T) {
 	cfg.Hostname = "web"
 	cfg.Linux = &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 		NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER}}}
-	if spec, err = sandboxSpec(cfg, ""); err != nil || spec.Hostname != "web" || spec.ShareProcNS {
+	if spec, err = sandboxSpec(cfg); err != nil || spec.Hostname != "web" || spec.ShareProcNS {
 		t.Errorf("hostname web, pid CONTAINER: %q ShareProcNS %v, %v", spec.Hostname, spec.ShareProcNS, err)
 	}
 	cfg.Hostname = strings.Repeat("h", 65)
-	if _, err := sandboxSpec(cfg, ""); !errdefs.IsInvalidArgument(err) || !strings.Contains(err.Error(), "config.hostname") {
+	if _, err := sandboxSpec(cfg); !errdefs.IsInvalidArgument(err) || !strings.Contains(err.Error(), "config.hostname") {
 		t.Errorf("65-character hostname: %v, want InvalidArgument naming config.hostname", err)
 	}
 }

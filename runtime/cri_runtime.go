@@ -36,26 +36,26 @@ func (r *Runtime) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 	if err := r.Sandbox.CheckNetwork(); err != nil {
 		networkReady.Status, networkReady.Reason, networkReady.Message = false, "NetworkPluginNotReady", err.Error()
 	}
+	// The handlers that work here (user namespaces where the kernel and
+	// the file systems of its layers and state take idmapped mounts, with
+	// libcontainer); the others, and why not, in the verbose info.
+	handlers, unavailable := r.runtimeHandlers()
 	resp := &runtimeapi.StatusResponse{
-		Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, networkReady}},
-		// podlab has one handler, the default (""); user namespaces where
-		// the kernel and the file systems of its layers and state take
-		// idmapped mounts.
-		RuntimeHandlers: []*runtimeapi.RuntimeHandler{{
-			Features: &runtimeapi.RuntimeHandlerFeatures{
-				RecursiveReadOnlyMounts: RecursiveReadOnlySupported(),
-				UserNamespaces:          r.userNamespaces() == nil,
-			},
-		}},
-		Features: &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true},
+		Status:          &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, networkReady}},
+		RuntimeHandlers: handlers,
+		Features:        &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true},
 	}
 	if req.Verbose {
 		cfg, err := json.Marshal(r.Config)
 		if err != nil {
 			return nil, err
 		}
+		why, err := json.Marshal(unavailable)
+		if err != nil {
+			return nil, err
+		}
 		host, _ := os.Hostname()
-		resp.Info = map[string]string{"config": string(cfg), "node": host, "stateDir": r.Config.StateDir}
+		resp.Info = map[string]string{"config": string(cfg), "node": host, "stateDir": r.Config.StateDir, "unavailableRuntimeHandlers": string(why)}
 	}
 	return resp, nil
 }

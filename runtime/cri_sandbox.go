@@ -17,6 +17,7 @@ import (
 	"github.com/podlab/podlab/internal/cleanup"
 	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/failpoint"
+	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
@@ -32,13 +33,23 @@ import (
 // containers. Each stage's undo is registered before it runs; on error
 // nothing is left.
 func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandboxRequest) (_ *runtimeapi.RunPodSandboxResponse, retErr error) {
-	spec, err := sandboxSpec(req.GetConfig(), req.GetRuntimeHandler())
+	spec, err := sandboxSpec(req.GetConfig())
+	if err != nil {
+		return nil, err
+	}
+	handler := req.GetRuntimeHandler()
+	rtc, err := r.runtimeHandler(handler)
 	if err != nil {
 		return nil, err
 	}
 	if len(spec.UIDMappings) > 0 {
 		if err := r.userNamespaces(); err != nil {
 			return nil, errdefs.Wrap(errdefs.ErrUnimplemented, fmt.Errorf("%s: mode POD: this host cannot run pods in user namespaces: %w", usernsField, err))
+		}
+		if rtc.Type != oci.TypeLibcontainer {
+			// Their idmapped layers and volumes are libcontainer's
+			// (runc 1.1.5 has no idmapped mounts).
+			return nil, errdefs.Wrap(errdefs.ErrUnimplemented, fmt.Errorf("%s: mode POD: runtime_handler %q (%s) has no user namespaces in podlab", usernsField, handler, rtc.Type))
 		}
 	}
 	lock, err := r.Store.LockPod(spec.Namespace, spec.Name)
@@ -81,12 +92,12 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	// record and directory only, and its exec and Go start-up would
 	// otherwise follow CNI ADD and the pause on the pod's critical path.
 	// It is recorded before it starts, so gc finds it after a crash.
-	p.ShimSocket = shim.SocketPath(r.Store.Dir(), p.ID)
+	p.ShimSocket, p.RuntimeHandler = shim.SocketPath(r.Store.Dir(), p.ID), handler
 	if err := r.Store.Save(p); err != nil {
 		return nil, err
 	}
 	undo.Add("stopping shim", func() error { return r.shutdownShim(p) })
-	spawned := r.spawnTaskShim(p, rec)
+	spawned := r.spawnTaskShim(p, rtc, rec)
 	err = r.Sandbox.Start(ctx, p, rec)
 	started = err == nil
 	// The shim's pid goes into p only once the stages, which save p, are
@@ -147,9 +158,9 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 }
 
 // spawnTaskShim starts p's long-lived shim in the background, as the
-// "shim" stage. The returned func waits for it and records its pid and
-// start time in p (not saved).
-func (r *Runtime) spawnTaskShim(p *state.Pod, rec *trace.Recorder) (wait func(*state.Pod) error) {
+// "shim" stage, running containers with the OCI runtime rtc. The returned
+// func waits for it and records its pid and start time in p (not saved).
+func (r *Runtime) spawnTaskShim(p *state.Pod, rtc oci.RuntimeConfig, rec *trace.Recorder) (wait func(*state.Pod) error) {
 	var pid int
 	var start uint64
 	end := rec.StartChild("RunPodSandbox", "shim")
@@ -158,11 +169,11 @@ func (r *Runtime) spawnTaskShim(p *state.Pod, rec *trace.Recorder) (wait func(*s
 		end(err)
 		return func(*state.Pod) error { return err }
 	}
-	stateDir, ociRoot, id, socket := r.Store.Dir(), r.Sandbox.OCI.Root, p.ID, p.ShimSocket
+	stateDir, id, socket := r.Store.Dir(), p.ID, p.ShimSocket
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pid, start, err = shim.Spawn(bin, stateDir, ociRoot, id, socket)
+		pid, start, err = shim.Spawn(bin, stateDir, id, socket, rtc)
 		if err != nil {
 			err = fmt.Errorf("starting the pod's shim: %w", err)
 		}
@@ -200,13 +211,10 @@ func (r *Runtime) shutdownShim(p *state.Pod) error {
 }
 
 // sandboxSpec validates a PodSandboxConfig and turns it into a sandbox Spec.
-func sandboxSpec(cfg *runtimeapi.PodSandboxConfig, handler string) (sandbox.Spec, error) {
+func sandboxSpec(cfg *runtimeapi.PodSandboxConfig) (sandbox.Spec, error) {
 	var spec sandbox.Spec
 	if cfg == nil {
 		return spec, errdefs.InvalidArgument("config: required")
-	}
-	if handler != "" {
-		return spec, errdefs.InvalidArgument("runtime_handler: %q is not configured (podlab has the default handler only)", handler)
 	}
 	md := cfg.Metadata
 	if md == nil {
@@ -469,8 +477,12 @@ func (r *Runtime) stopTaskContainers(p *state.Pod) []error {
 		}
 		if client == nil {
 			// A shim that died (killed, or crashed) left its containers
-			// running: kill them through libcontainer's state, as gc does.
-			if err := r.Sandbox.OCI.Stop(c.ID, 0); err != nil {
+			// running: kill them through the OCI runtime's state, as gc does.
+			rt, err := r.podOCI(p)
+			if err == nil {
+				err = rt.Stop(c.ID, 0)
+			}
+			if err != nil {
 				errs = append(errs, fmt.Errorf("container %s: the pod's shim is not reachable, and stopping it without: %w", state.ShortID(c.ID), err))
 				continue
 			}
@@ -600,13 +612,14 @@ func SandboxState(p *state.Pod) runtimeapi.PodSandboxState {
 
 func podSandboxStatus(p *state.Pod) *runtimeapi.PodSandboxStatus {
 	st := &runtimeapi.PodSandboxStatus{
-		Id:          p.ID,
-		Metadata:    podMetadata(p),
-		State:       SandboxState(p),
-		CreatedAt:   p.Created.UnixNano(),
-		Labels:      p.Labels,
-		Annotations: p.Annotations,
-		Network:     &runtimeapi.PodSandboxNetworkStatus{},
+		Id:             p.ID,
+		Metadata:       podMetadata(p),
+		State:          SandboxState(p),
+		CreatedAt:      p.Created.UnixNano(),
+		Labels:         p.Labels,
+		Annotations:    p.Annotations,
+		Network:        &runtimeapi.PodSandboxNetworkStatus{},
+		RuntimeHandler: p.RuntimeHandler,
 		Linux: &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{Options: &runtimeapi.NamespaceOption{
 			Network: nsMode(p.HostNetwork),
 			Ipc:     nsMode(p.HostIPC),
@@ -655,7 +668,7 @@ func (r *Runtime) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSan
 		}
 		resp.Items = append(resp.Items, &runtimeapi.PodSandbox{
 			Id: p.ID, Metadata: podMetadata(p), State: st, CreatedAt: p.Created.UnixNano(),
-			Labels: p.Labels, Annotations: p.Annotations,
+			Labels: p.Labels, Annotations: p.Annotations, RuntimeHandler: p.RuntimeHandler,
 		})
 	}
 	return resp, nil

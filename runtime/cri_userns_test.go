@@ -77,7 +77,7 @@ func TestSandboxSpecUserNS(t *testing.T) {
 			NamespaceOptions: &runtimeapi.NamespaceOption{UsernsOptions: &runtimeapi.UserNamespace{Mode: modePod, Uids: idmapping(0, 1<<16, 1<<16), Gids: idmapping(0, 2<<16, 1<<16)}},
 		}},
 	}
-	spec, err := sandboxSpec(cfg, "")
+	spec, err := sandboxSpec(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestSandboxSpecUserNS(t *testing.T) {
 		t.Errorf("gid mappings %v, want %v", spec.GIDMappings, want)
 	}
 	cfg.Linux.SecurityContext.NamespaceOptions.UsernsOptions.Mode = modeTarget
-	if _, err := sandboxSpec(cfg, ""); !errdefs.IsInvalidArgument(err) {
+	if _, err := sandboxSpec(cfg); !errdefs.IsInvalidArgument(err) {
 		t.Errorf("mode TARGET: %v, want InvalidArgument", err)
 	}
 }

@@ -26,7 +26,7 @@ import (
 // sandbox's validation and record, the container's validation, defaults
 // and OCI spec, in rootfsDir.
 func criToOCI(podCfg *runtimeapi.PodSandboxConfig, ctrCfg *runtimeapi.ContainerConfig, rootfsDir string) (*specs.Spec, error) {
-	sb, err := sandboxSpec(podCfg, "")
+	sb, err := sandboxSpec(podCfg)
 	if err != nil {
 		return nil, err
 	}

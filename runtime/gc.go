@@ -143,7 +143,12 @@ func (r *Runtime) GC(ctx context.Context, opts GCOptions) (done []string, retErr
 // that no record names.
 func (r *Runtime) reconcileContainers(p *state.Pod) (done []string, err error) {
 	if p.State == state.PodReady && !shimAlive(p) {
-		err := r.spawnTaskShim(p, trace.New())(p)
+		// With the pod's own handler: its containers' state is that
+		// runtime's.
+		rtc, err := r.ociConfig("runtimeHandler", p.RuntimeHandler)
+		if err == nil {
+			err = r.spawnTaskShim(p, rtc, trace.New())(p)
+		}
 		if err == nil {
 			err = r.Store.Save(p)
 		}
@@ -186,8 +191,10 @@ func (r *Runtime) reconcileContainers(p *state.Pod) (done []string, err error) {
 		if _, err := client.State(context.Background(), c.ID); err == nil {
 			continue
 		}
-		if st, err := r.Sandbox.OCI.Status(c.ID); err == nil && st != "stopped" {
-			continue // libcontainer has it: a shim restarted above lost sight of it, not the container
+		if rt, err := r.podOCI(p); err == nil {
+			if st, err := rt.Status(c.ID); err == nil && st != "stopped" {
+				continue // the OCI runtime has it: a shim restarted above lost sight of it, not the container
+			}
 		}
 		if err := r.deleteTaskContainer(p, &c); err != nil {
 			errs = append(errs, err)
@@ -232,9 +239,13 @@ func (r *Runtime) removePreShimPod(ctx context.Context, p *state.Pod) error {
 		}
 	}
 	rec := trace.New()
+	rt, err := r.podOCI(p)
+	if err != nil {
+		return err
+	}
 	var errs []error
 	for _, c := range p.Containers {
-		if err := r.Sandbox.OCI.Stop(c.ID, 0); err != nil {
+		if err := rt.Stop(c.ID, 0); err != nil {
 			errs = append(errs, fmt.Errorf("container %s: %w", state.ShortID(c.ID), err))
 		}
 	}
@@ -261,8 +272,12 @@ func (r *Runtime) removeContainers(p *state.Pod, rec *trace.Recorder) error {
 	// The shim goes first: one whose podlab died before telling it to
 	// start is still destroying the container it created.
 	r.killShim(p)
-	for _, c := range p.Containers {
-		errs = append(errs, r.Sandbox.OCI.Delete(c.ID))
+	if rt, err := r.podOCI(p); err != nil {
+		errs = append(errs, err)
+	} else {
+		for _, c := range p.Containers {
+			errs = append(errs, rt.Delete(c.ID))
+		}
 	}
 	for _, d := range ctrDirs {
 		c := state.Container{ID: d.Name(), Bundle: filepath.Join(r.Store.PodDir(p.ID), "containers", d.Name())}

@@ -83,7 +83,7 @@ spec:
 			if proc.Alive(c.PID, ctrStart) {
 				t.Errorf("container process %d left running", c.PID)
 			}
-			for _, dir := range []string{rt.Store.PodDir(p.ID), filepath.Join(rt.Sandbox.OCI.Root, c.ID), rt.Images.WritableDir(c.ID)} {
+			for _, dir := range []string{rt.Store.PodDir(p.ID), filepath.Join(rt.LibcontainerRoot(), c.ID), rt.Images.WritableDir(c.ID)} {
 				if _, err := os.Lstat(dir); !os.IsNotExist(err) {
 					t.Errorf("%s left: %v", dir, err)
 				}

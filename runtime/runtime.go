@@ -49,6 +49,8 @@ type Runtime struct {
 	// container ID), from which the next ContainerStats computes
 	// usage_nano_cores.
 	cpuSamples sync.Map
+	// handlerChecks holds a *handlerCheck by runtime handler name.
+	handlerChecks sync.Map
 	// NRI relays the pods' and containers' lifecycle to NRI plugins (nil:
 	// disabled; `podlab serve` starts it, see StartNRI).
 	NRI *nri.API

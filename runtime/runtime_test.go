@@ -19,6 +19,7 @@ import (
 	"github.com/podlab/podlab/runtime/config"
 	"github.com/podlab/podlab/runtime/inject"
 	"github.com/podlab/podlab/runtime/kubelet"
+	"github.com/podlab/podlab/runtime/shim"
 	"github.com/podlab/podlab/test/podtest"
 )
 
@@ -159,17 +160,16 @@ func execIn(t *testing.T, rt *Runtime, p *state.Pod, name string, args ...string
 	}
 	sp := *spec.Process
 	sp.Args = args
-	out, err := os.CreateTemp(t.TempDir(), "exec-out")
+	client, err := shim.Dial(p.ShimSocket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer out.Close()
-	code, err := rt.Sandbox.OCI.Exec(c.ID, &sp, oci.Stdio{Stdout: out, Stderr: out})
+	defer client.Close()
+	resp, err := client.Exec(context.Background(), shim.ExecRequest{ID: c.ID, Process: sp})
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, _ := os.ReadFile(out.Name())
-	return string(data), code
+	return string(resp.Stdout) + string(resp.Stderr), resp.ExitCode
 }
 
 func TestSharedEmptyDir(t *testing.T) {

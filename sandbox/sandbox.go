@@ -19,7 +19,6 @@ import (
 	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/failpoint"
 	"github.com/podlab/podlab/internal/manifest"
-	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
@@ -62,7 +61,6 @@ type Manager struct {
 	// store holds the pod records; the runtime core owns it and hands it
 	// over, and the sandbox writes its own stages' records there.
 	store *state.Store
-	OCI   *oci.Runtime
 	cni   *cniClient
 	nets  []network
 	// netnsFirst: teardown removes the netns before CNI DEL (see
@@ -87,7 +85,6 @@ func New(cfg Config, store *state.Store) (*Manager, error) {
 	return &Manager{
 		Config: cfg,
 		store:  store,
-		OCI:    &oci.Runtime{Root: filepath.Join(cfg.StateDir, "runc")},
 		cni:    cni,
 		nets:   nets,
 

@@ -12,7 +12,10 @@
 #                                [--benchmark] [--containerd16]
 #                                [--no-doc] [--target FILE] [--podlab BIN]
 #                                [--benchmark-only] [--rounds N]
-#                                [--focus REGEX]
+#                                [--focus REGEX] [--runtime-handler NAME]
+#
+# --runtime-handler NAME runs podlab's pods with that CRI runtime handler
+# (critest -runtime-handler: runc, crun; see README, Runtime handlers).
 #
 # --focus REGEX runs only the specs it matches (critest's -ginkgo.focus,
 # e.g. --focus NRI), with no doc and no target check: to work on a few.
@@ -36,7 +39,7 @@ REPO=$PWD
 . scripts/peers/lib.sh
 export PATH=$PATH:/usr/local/go/bin
 
-ONLY="" BENCH=0 VALIDATE=1 DOC=1 TARGET=test/critest-target PODLAB=$REPO/bin/podlab ROUNDS=3 CTD16=0 FOCUS=""
+ONLY="" BENCH=0 VALIDATE=1 DOC=1 TARGET=test/critest-target PODLAB=$REPO/bin/podlab ROUNDS=3 CTD16=0 HANDLER="" FOCUS=""
 while [ $# -gt 0 ]; do
   case $1 in
     --only) ONLY=${2:?}; shift;;
@@ -47,6 +50,7 @@ while [ $# -gt 0 ]; do
     --target) TARGET=${2:?}; shift;;
     --podlab) PODLAB=${2:?}; shift;;
     --rounds) ROUNDS=${2:?}; shift;;
+    --runtime-handler) HANDLER=${2:?}; shift;;
     --focus) FOCUS=${2:?} DOC=0 TARGET=""; shift;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;;
     *) echo "critest: unknown argument $1" >&2; exit 2;;
@@ -303,6 +307,7 @@ run_critest() {
   # NRI's specs run where the runtime serves NRI: podlab and containerd
   # 2.4 (containerd 1.6's is off).
   [ -z "$NRI_SOCK" ] || args+=(-nri-socket "$NRI_SOCK")
+  [ -z "$HANDLER" ] || [ "$rt" != podlab ] || args+=(-runtime-handler "$HANDLER")
   [ -z "$FOCUS" ] || args+=(-ginkgo.focus "$FOCUS")
   local t0=$SECONDS rc=0 from=0
   if [ "$mode" = benchmark ]; then

@@ -36,13 +36,14 @@ CRICTL_BIN_DIR=${CRICTL_BIN_DIR:-/opt/podlab/bin}
 # libseccomp-dev and pkg-config: podlab builds libcontainer with seccomp (cgo).
 APT_PACKAGES=(iptables busybox-static iproute2 gcc make libc6-dev libseccomp-dev pkg-config ca-certificates util-linux)
 if [ "$PURPOSE" != demo ]; then
-  # runc: the tests run podlab's bundles with it too; docker-registry and
+  # runc and crun: the tests run podlab's bundles with them too, as the
+  # runc and crun runtime handlers (runc's 1.1.5, crun's 1.8.1); docker-registry and
   # apache2-utils (htpasswd): the pull e2e test runs a private TLS +
   # htpasswd registry on 127.0.0.1, critest one for its images;
   # containerd: the CRI pull comparison runs a private one; stress-ng:
   # make flake runs the unit tests beside it; curl: critest.sh,
   # bench-peers.sh and the kubelet scripts probe their servers with it.
-  APT_PACKAGES+=(runc docker-registry apache2-utils containerd stress-ng curl)
+  APT_PACKAGES+=(runc crun docker-registry apache2-utils containerd stress-ng curl)
 fi
 # The units those packages enable on install.
 SERVICE_UNITS=(containerd.service docker-registry.service)

@@ -53,7 +53,7 @@ table on stderr.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			resp, err := rt.RunPodSandbox(trace.WithRecorder(ctx, rec), &runtimeapi.RunPodSandboxRequest{Config: cfg})
+			resp, err := rt.RunPodSandbox(trace.WithRecorder(ctx, rec), &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: kubelet.RuntimeHandler(mf.Pod)})
 			if traceJSON != "" {
 				if werr := writeChromeTrace(traceJSON, mf.Pod.Name, rec.Spans()); werr != nil && err == nil {
 					err = werr
@@ -97,6 +97,9 @@ type podRow struct {
 	NetNS     string    `json:"netns"`
 	PausePID  int       `json:"pausePid"`
 	Created   time.Time `json:"created"`
+	// RuntimeHandler is the CRI runtime handler its containers run with
+	// ("" the default, libcontainer).
+	RuntimeHandler string `json:"runtimeHandler"`
 }
 
 func newPodsCmd(g *globalFlags) *cobra.Command {
@@ -144,7 +147,7 @@ func newPodsCmd(g *globalFlags) *cobra.Command {
 // kubelet half says so.
 func podRowOf(k *kubelet.Kubelet, resp *runtimeapi.PodSandboxStatusResponse) podRow {
 	st := resp.Status
-	r := podRow{ID: st.Id, Name: st.Metadata.Name, Namespace: st.Metadata.Namespace, IP: st.GetNetwork().GetIp(), Created: time.Unix(0, st.CreatedAt)}
+	r := podRow{ID: st.Id, Name: st.Metadata.Name, Namespace: st.Metadata.Namespace, IP: st.GetNetwork().GetIp(), Created: time.Unix(0, st.CreatedAt), RuntimeHandler: st.RuntimeHandler}
 	var info struct {
 		State    string `json:"state"`
 		NetNS    string `json:"netns"`

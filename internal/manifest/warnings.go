@@ -69,6 +69,7 @@ var supportTable = sync.OnceValue(func() map[string]rule {
 		"spec.hostname":                           handled,
 		"spec.subdomain":                          handled,
 		"spec.imagePullSecrets":                   handled, // credentials for PullImage
+		"spec.runtimeClassName":                   handled, // the CRI runtime handler of that name
 		"spec.securityContext":                    walkIn,
 		"spec.securityContext.runAsUser":          handled,
 		"spec.securityContext.runAsGroup":         handled,

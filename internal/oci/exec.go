@@ -19,7 +19,7 @@ import (
 // no_new_privs when set (otherwise the container's apply). Wait for it with
 // the returned Process. libcontainer hands the process over to the caller,
 // which must be a child subreaper to wait for it.
-func (c *Created) Exec(sp *specs.Process, stdio Stdio) (*Process, error) {
+func (c *Created) Exec(sp *specs.Process, stdio Stdio) (Process, error) {
 	if sp == nil || len(sp.Args) == 0 {
 		return nil, fmt.Errorf("exec in container %s: no args", c.c.ID())
 	}
@@ -49,7 +49,7 @@ func (c *Created) Exec(sp *specs.Process, stdio Stdio) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("exec in container %s: %w", c.c.ID(), err)
 	}
-	return &Process{Pid: pid, proc: p}, nil
+	return &libcontainerProcess{pid: pid, proc: p}, nil
 }
 
 // Signal sends sig to the container's init, or, for SIGKILL to a container
@@ -71,14 +71,14 @@ func (c *Created) Kill() (int, error) {
 	if err := c.Signal(syscall.SIGKILL); err != nil {
 		return -1, err
 	}
-	return (&Process{Pid: c.Pid, proc: c.p}).Wait()
+	return (&libcontainerProcess{pid: c.pid, proc: c.p}).Wait()
 }
 
 // Signal sends sig to an exec'd process. One that has exited is not an
 // error.
-func (p *Process) Signal(sig os.Signal) error {
+func (p *libcontainerProcess) Signal(sig os.Signal) error {
 	if err := p.proc.Signal(sig); err != nil && !notRunning(err) {
-		return fmt.Errorf("signalling process %d: %w", p.Pid, err)
+		return fmt.Errorf("signalling process %d: %w", p.pid, err)
 	}
 	return nil
 }

@@ -63,7 +63,8 @@ func Init() {
 	runtime.LockOSThread()
 }
 
-// Runtime manages containers whose libcontainer state lives under Root.
+// Runtime is the libcontainer backend, in process (the default handler):
+// it manages containers whose libcontainer state lives under Root.
 // Root must not be inside the directory of the running binary, or
 // libcontainer seals the binary with a slow memfd copy instead of an overlay.
 type Runtime struct {
@@ -96,16 +97,18 @@ func (s Stdio) apply(p *libcontainer.Process) {
 	p.Stdin, p.Stdout, p.Stderr = orNull(s.Stdin), orNull(s.Stdout), orNull(s.Stderr)
 }
 
-// Process is a started container init, waitable by the process that
-// started it (its parent).
-type Process struct {
-	Pid  int
+// libcontainerProcess is a started container process, waitable by the
+// process that started it (its parent).
+type libcontainerProcess struct {
+	pid  int
 	proc *libcontainer.Process
 }
 
+func (p *libcontainerProcess) Pid() int { return p.pid }
+
 // Wait waits for the init to exit and returns its exit code (128+signal
 // for a signal, as shells and kubelet report it).
-func (p *Process) Wait() (int, error) {
+func (p *libcontainerProcess) Wait() (int, error) {
 	if pid, err := p.proc.Pid(); err == nil {
 		proc.AwaitExit(pid) // in the netpoller, not in wait(2)
 	}
@@ -123,7 +126,7 @@ func (p *Process) Wait() (int, error) {
 // cgroup, mounts, createRuntime and createContainer hooks) and waits to
 // exec the user's process: `runc create` done, `runc start` not yet.
 type Created struct {
-	Pid     int
+	pid     int
 	c       *libcontainer.Container
 	p       *libcontainer.Process
 	oomFile string // see OOMKilled
@@ -131,7 +134,7 @@ type Created struct {
 
 // Create is the first half of Start, as `runc create` is: on error nothing
 // is left behind.
-func (r *Runtime) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ *Created, retErr error) {
+func (r *Runtime) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ Container, retErr error) {
 	if spec.Root == nil || !filepath.IsAbs(spec.Root.Path) {
 		return nil, errors.New("oci: spec.root.path must be absolute")
 	}
@@ -186,18 +189,21 @@ func (r *Runtime) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ *C
 			return nil, fmt.Errorf("creating container %s: restoring its seccomp profile: %w", id, err)
 		}
 	}
-	return &Created{Pid: st.InitProcessPid, c: c, p: p, oomFile: oomFile(st.CgroupPaths)}, nil
+	return &Created{pid: st.InitProcessPid, c: c, p: p, oomFile: oomFile(st.CgroupPaths)}, nil
 }
 
 // Start lets the init exec the user's process (`runc start`). On error the
 // container is destroyed.
-func (c *Created) Start() (*Process, error) {
+func (c *Created) Start() (Process, error) {
 	if err := c.c.Exec(); err != nil {
 		c.Destroy()
 		return nil, fmt.Errorf("starting container %s: %w", c.c.ID(), err)
 	}
-	return &Process{Pid: c.Pid, proc: c.p}, nil
+	return &libcontainerProcess{pid: c.pid, proc: c.p}, nil
 }
+
+func (c *Created) ID() string { return c.c.ID() }
+func (c *Created) Pid() int   { return c.pid }
 
 // DestroyExited removes the cgroup and libcontainer state of a container
 // whose init has exited and been waited for (Process.Wait); libcontainer
@@ -269,22 +275,6 @@ func processFromSpec(sp *specs.Process) *libcontainer.Process {
 	return p
 }
 
-// Signal sends sig to the container's init. A container that does not exist
-// or is not running is not an error.
-func (r *Runtime) Signal(id string, sig os.Signal) error {
-	c, err := libcontainer.Load(r.Root, id)
-	if errors.Is(err, libcontainer.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("loading container %s: %w", id, err)
-	}
-	if err := c.Signal(sig); err != nil && !notRunning(err) {
-		return fmt.Errorf("signalling container %s: %w", id, err)
-	}
-	return nil
-}
-
 // Status returns libcontainer's view of the container ("stopped" when it
 // does not exist).
 func (r *Runtime) Status(id string) (string, error) {
@@ -300,25 +290,6 @@ func (r *Runtime) Status(id string) (string, error) {
 		return "", err
 	}
 	return s.String(), nil
-}
-
-// Exec runs an extra process in a running container (like runc exec) as
-// described by sp (args, env, cwd, user) and returns its exit code.
-func (r *Runtime) Exec(id string, sp *specs.Process, stdio Stdio) (int, error) {
-	c, err := libcontainer.Load(r.Root, id)
-	if err != nil {
-		return -1, fmt.Errorf("loading container %s: %w", id, err)
-	}
-	p := processFromSpec(sp)
-	if p.Cwd == "" {
-		p.Cwd = "/"
-	}
-	p.Stdin, p.Stdout, p.Stderr = orNull(stdio.Stdin), orNull(stdio.Stdout), orNull(stdio.Stderr)
-	if err := c.Run(p); err != nil {
-		p.Wait()
-		return -1, fmt.Errorf("exec in container %s: %w", id, err)
-	}
-	return (&Process{proc: p}).Wait()
 }
 
 // Stop sends SIGTERM, waits up to grace for the init to exit, then SIGKILLs
@@ -389,24 +360,6 @@ func (r *Runtime) Delete(id string) error {
 		return fmt.Errorf("destroying container %s: %w", id, err)
 	}
 	return nil
-}
-
-// List returns the ids of containers with state under Root.
-func (r *Runtime) List() ([]string, error) {
-	entries, err := os.ReadDir(r.Root)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var ids []string
-	for _, e := range entries {
-		if e.IsDir() {
-			ids = append(ids, e.Name())
-		}
-	}
-	return ids, nil
 }
 
 // notRunning reports errors that mean the process is already gone: a

@@ -106,6 +106,9 @@ type Pod struct {
 	// PauseOOMScoreAdj is the pause's oom_score_adj as set: -998 asked,
 	// clamped where the kernel allows no lower (no CAP_SYS_RESOURCE).
 	PauseOOMScoreAdj *int `json:"pauseOomScoreAdj,omitempty"`
+	// RuntimeHandler is the CRI runtime handler whose OCI runtime the
+	// pod's shim runs its containers with; "" the default.
+	RuntimeHandler string `json:"runtimeHandler,omitempty"`
 
 	Containers []Container  `json:"containers,omitempty"`
 	Events     []Event      `json:"events,omitempty"`

@@ -226,7 +226,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	rep.Warnings = mf.Warnings
 
-	root := b.rt.Sandbox.OCI.Root
+	root := b.rt.LibcontainerRoot()
 	rep.ExeSeal.Probe, rep.ExeSeal.ProbeDetail = probeSeal(root)
 	rep.ExeSeal.StateRoot = root
 	if exe, err := sandbox.FindBinary(b.rt.Config.ShimBinary, runtime.ShimBinaryName, "shimBinary"); err == nil {

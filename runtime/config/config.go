@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -56,10 +57,32 @@ type Config struct {
 	// attach, port-forward) listens: host:port, port 0 for one the
 	// kernel picks.
 	StreamingAddress string `json:"streamingAddress"`
+	// Runtimes are the CRI runtime handlers by name, as containerd's
+	// runtimes table: a pod's runtime_handler (its RuntimeClass's
+	// handler) names one; "" is the default, libcontainer in the shim.
+	Runtimes map[string]Runtime `json:"runtimes"`
 	// NRI is the Node Resource Interface of `podlab serve`: its socket,
 	// its pre-registered plugins, its timeouts (see runtime/nri).
 	NRI nri.Config `json:"nri"`
 }
+
+// Runtime is the OCI runtime of a runtime handler.
+type Runtime struct {
+	// Type is the runtime family: libcontainer, runc or crun.
+	Type string `json:"type"`
+	// Path is the binary of runc or crun; "" looks its type up in $PATH.
+	Path string `json:"path,omitempty"`
+	// OCIVersion (crun only) labels the bundles crun is given with this
+	// runtime-spec version, for a crun that refuses the one podlab writes.
+	OCIVersion string `json:"ociVersion,omitempty"`
+}
+
+// Runtime families.
+const (
+	RuntimeLibcontainer = "libcontainer"
+	RuntimeRunc         = "runc"
+	RuntimeCrun         = "crun"
+)
 
 // CNI configures the pod network.
 type CNI struct {
@@ -146,8 +169,37 @@ func (c *Config) Validate() error {
 	if err := inject.ValidateDevicePlugins(c.DevicePlugins); err != nil {
 		return err
 	}
+	if err := validateRuntimes(c.Runtimes); err != nil {
+		return err
+	}
 	if err := c.NRI.Validate(); err != nil {
 		return err
 	}
 	return c.Registry.Validate()
 }
+
+// validateRuntimes checks the runtime handler table: names as a
+// RuntimeClass's handler must be (a DNS label), a known type, an
+// absolute path if one is given.
+func validateRuntimes(rts map[string]Runtime) error {
+	for name, rt := range rts {
+		field := "runtimes." + name
+		if !dnsLabel.MatchString(name) {
+			return fmt.Errorf("runtimes: handler name %q must be a DNS label (lower case letters, digits, '-'; at most 63)", name)
+		}
+		switch rt.Type {
+		case RuntimeLibcontainer, RuntimeRunc, RuntimeCrun:
+		default:
+			return fmt.Errorf("%s.type: must be %s, %s or %s, got %q", field, RuntimeLibcontainer, RuntimeRunc, RuntimeCrun, rt.Type)
+		}
+		if rt.Path != "" && (rt.Type == RuntimeLibcontainer || !filepath.IsAbs(rt.Path)) {
+			return fmt.Errorf("%s.path: must be an absolute path to a %s binary (none for libcontainer), got %q", field, rt.Type, rt.Path)
+		}
+		if rt.OCIVersion != "" && rt.Type != RuntimeCrun {
+			return fmt.Errorf("%s.ociVersion: only crun takes it", field)
+		}
+	}
+	return nil
+}
+
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)

@@ -146,3 +146,35 @@ func TestLoadNRIErrors(t *testing.T) {
 		}
 	}
 }
+
+// The runtime handler table: the defaults name runc and crun, a file adds
+// handlers beside them, and a bad entry is refused naming its field.
+func TestLoadRuntimes(t *testing.T) {
+	c := Default()
+	if c.Runtimes["runc"].Type != RuntimeRunc || c.Runtimes["crun"].Type != RuntimeCrun || c.Runtimes["libcontainer"].Type != RuntimeLibcontainer {
+		t.Errorf("default runtimes = %+v", c.Runtimes)
+	}
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	os.WriteFile(good, []byte("runtimes:\n  runc-local: {type: runc, path: /usr/local/sbin/runc}\n"), 0o644)
+	c, err := Load(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Runtimes["runc-local"].Path != "/usr/local/sbin/runc" || c.Runtimes["runc"].Type != RuntimeRunc {
+		t.Errorf("merged runtimes = %+v", c.Runtimes)
+	}
+	for body, want := range map[string]string{
+		"runtimes:\n  kata: {type: kata}\n":                             "runtimes.kata.type",
+		"runtimes:\n  runc: {type: runc, path: runc}\n":                 "runtimes.runc.path",
+		"runtimes:\n  lc: {type: libcontainer, path: /usr/sbin/runc}\n": "runtimes.lc.path",
+		"runtimes:\n  runc: {type: runc, ociVersion: 1.1.0}\n":          "runtimes.runc.ociVersion",
+		"runtimes:\n  Bad_Name: {type: runc}\n":                         `handler name "Bad_Name"`,
+	} {
+		p := filepath.Join(dir, "bad.yaml")
+		os.WriteFile(p, []byte(body), 0o644)
+		if _, err := Load(p); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: Load = %v, want an error naming %s", body, err, want)
+		}
+	}
+}

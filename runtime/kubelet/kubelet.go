@@ -330,6 +330,16 @@ func (k *Kubelet) SandboxConfig(pod *corev1.Pod) (*runtimeapi.PodSandboxConfig, 
 // portMappings are the pod's container ports, as the kubelet's
 // generatePodSandboxConfig sends them: every one, the runtime maps those
 // with a hostPort.
+// RuntimeHandler is the CRI runtime handler of pod: its RuntimeClass's
+// name, which podlab, with no apiserver to hold RuntimeClasses, takes as
+// the handler's ("" without one: the default).
+func RuntimeHandler(pod *corev1.Pod) string {
+	if pod.Spec.RuntimeClassName == nil {
+		return ""
+	}
+	return *pod.Spec.RuntimeClassName
+}
+
 func portMappings(pod *corev1.Pod) []*runtimeapi.PortMapping {
 	var pms []*runtimeapi.PortMapping
 	for _, c := range pod.Spec.Containers {
@@ -477,7 +487,7 @@ func (k *Kubelet) RunPod(ctx context.Context, mf *manifest.Manifest) (podID stri
 		}
 		sbCfg.Linux.SecurityContext.NamespaceOptions.UsernsOptions = setup.userns
 	}
-	resp, err := k.RT.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sbCfg})
+	resp, err := k.RT.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sbCfg, RuntimeHandler: RuntimeHandler(pod)})
 	if err != nil {
 		return "", nil, err
 	}

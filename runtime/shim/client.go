@@ -16,6 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/proc"
 )
 
@@ -34,7 +37,7 @@ const spawnTimeout = 10 * time.Second
 // returns once the shim serves, with its pid and start time (the pair
 // that names it across pid reuse). A shim that fails to get ready is
 // killed, and its error returned.
-func Spawn(bin, stateDir, ociRoot, podID, socket string) (pid int, start uint64, err error) {
+func Spawn(bin, stateDir, podID, socket string, rt oci.RuntimeConfig) (pid int, start uint64, err error) {
 	if err := os.MkdirAll(filepath.Dir(socket), 0o700); err != nil {
 		return 0, 0, fmt.Errorf("making the shim socket's directory: %w", err)
 	}
@@ -46,7 +49,17 @@ func Spawn(bin, stateDir, ociRoot, podID, socket string) (pid int, start uint64,
 		return 0, 0, err
 	}
 	defer statusR.Close()
-	cmd := exec.Command(bin, "--state-dir", stateDir, "--oci-root", ociRoot, "--pod", podID, "--serve", socket)
+	args := []string{"--state-dir", stateDir, "--oci-root", rt.Root, "--pod", podID, "--serve", socket}
+	if rt.Type != "" {
+		args = append(args, "--runtime-type", rt.Type)
+	}
+	if rt.Path != "" {
+		args = append(args, "--runtime-path", rt.Path)
+	}
+	if rt.OCIVersion != "" {
+		args = append(args, "--runtime-oci-version", rt.OCIVersion)
+	}
+	cmd := exec.Command(bin, args...)
 	// The role marks it as podlab's for the leak check.
 	cmd.Env = append(os.Environ(), proc.RoleEnv+"="+proc.RoleShim)
 	cmd.ExtraFiles = []*os.File{statusW} // fd 3
@@ -307,6 +320,11 @@ func (c *Client) Stats(ctx context.Context, id string) (Stats, error) {
 	var resp Stats
 	err := c.call(ctx, "Stats", &IDRequest{ID: id}, &resp)
 	return resp, err
+}
+
+// Update applies res's CPU and memory settings to the container's cgroup.
+func (c *Client) Update(ctx context.Context, id string, res *specs.LinuxResources) error {
+	return c.call(ctx, "Update", &UpdateRequest{ID: id, Resources: res}, &Empty{})
 }
 
 // Shutdown makes the shim kill and delete its containers and exit.

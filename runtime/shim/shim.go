@@ -34,11 +34,11 @@ import (
 	"github.com/podlab/podlab/internal/trace"
 )
 
-// Shim serves one pod: its containers' records are in Store, their
-// libcontainer state under OCI.
+// Shim serves one pod: its containers' records are in Store; OCI is the
+// OCI runtime of the pod's runtime handler, which runs them.
 type Shim struct {
 	Store *state.Store
-	OCI   *oci.Runtime
+	OCI   oci.Backend
 	Seal  *oci.SealWatch // counts every start's exe sealing, if set
 }
 
@@ -101,8 +101,8 @@ func (s *Shim) logToPod(podID string) error {
 // process and exit.
 type started struct {
 	id, name string
-	created  *oci.Created
-	proc     *oci.Process
+	created  oci.Container
+	proc     oci.Process
 	bundle   string
 	pumps    sync.WaitGroup
 	log      *criLogWriter
@@ -276,7 +276,7 @@ func (r *started) start() (Container, error) {
 	r.proc = proc
 	r.spans = append(r.spans, span(r.name, "start", t0, dur))
 	started := t0.UTC()
-	return Container{PID: proc.Pid, State: state.ContainerRunning, StartedAt: &started, Spans: r.spans}, nil
+	return Container{PID: proc.Pid(), State: state.ContainerRunning, StartedAt: &started, Spans: r.spans}, nil
 }
 
 // criLogWriter writes lines in the CRI log format the kubelet reads:
@@ -361,14 +361,18 @@ func (w *criLogWriter) write(stream, tag string, content []byte) {
 }
 
 // Main is the shim binary's body: `podlab-shim --state-dir DIR --oci-root
-// DIR [--pod ID]`, reporting on fd 3. Without --pod it was started ahead of
-// its pod and follows the requests on fd 4 (Request). With --pod ID --serve
-// SOCKET it is the pod's long-lived shim, serving the task API on SOCKET
-// (ServeTasks) until Shutdown.
+// DIR [--runtime-type TYPE [--runtime-path BIN]] --pod ID --serve SOCKET`,
+// reporting on fd 3: the pod's long-lived shim, serving the task API on
+// SOCKET (ServeTasks) until Shutdown, running its containers with the OCI
+// runtime TYPE (oci.New; default libcontainer) whose state is under
+// --oci-root.
 func Main(args []string) int {
 	fs := flag.NewFlagSet("podlab-shim", flag.ContinueOnError)
 	stateDir := fs.String("state-dir", "", "podlab state directory")
-	ociRoot := fs.String("oci-root", "", "libcontainer state directory")
+	ociRoot := fs.String("oci-root", "", "the OCI runtime's state directory")
+	runtimeType := fs.String("runtime-type", oci.TypeLibcontainer, "OCI runtime family: libcontainer, runc or crun")
+	runtimePath := fs.String("runtime-path", "", "the runtime's binary (runc, crun); default: its type in $PATH")
+	ociVersion := fs.String("runtime-oci-version", "", "crun: the runtime-spec version to label bundles with")
 	podID := fs.String("pod", "", "pod id")
 	serve := fs.String("serve", "", "serve the task API on this unix socket until Shutdown")
 	if err := fs.Parse(args); err != nil {
@@ -391,7 +395,16 @@ func Main(args []string) int {
 			status.Close()
 			return err
 		}
-		s := &Shim{Store: store, OCI: &oci.Runtime{Root: *ociRoot}, Seal: oci.WatchSeal()}
+		backend, err := oci.New(oci.RuntimeConfig{Type: *runtimeType, Path: *runtimePath, Root: *ociRoot, OCIVersion: *ociVersion})
+		if err != nil {
+			status.WriteString(err.Error() + "\n")
+			status.Close()
+			return err
+		}
+		s := &Shim{Store: store, OCI: backend}
+		if *runtimeType == oci.TypeLibcontainer {
+			s.Seal = oci.WatchSeal()
+		}
 		return s.ServeTasks(*podID, *serve, status)
 	}()
 	if err != nil {

@@ -174,12 +174,12 @@ func (t *taskService) startStreamExec(run *started, e *streamExec, req *ExecStar
 			theirs, ours, stdio.Stderr, errR = append(theirs, w), append(ours, r), w, r
 		}
 	}
-	var p *oci.Process
+	var p oci.Process
 	err = t.spawning(func() error {
 		var err error
 		p, err = run.created.Exec(&req.Process, stdio)
 		if err == nil {
-			t.own(p.Pid)
+			t.own(p.Pid())
 		}
 		return err
 	})
@@ -191,7 +191,7 @@ func (t *taskService) startStreamExec(run *started, e *streamExec, req *ExecStar
 		if err != nil {
 			killExec(p)
 			p.Wait()
-			t.disown(p.Pid)
+			t.disown(p.Pid())
 			return 0, fmt.Errorf("exec in container %s: %w", run.id, err)
 		}
 		e.console = console
@@ -226,7 +226,7 @@ func (t *taskService) startStreamExec(run *started, e *streamExec, req *ExecStar
 	}
 	go func() {
 		code, err := p.Wait()
-		t.disown(p.Pid)
+		t.disown(p.Pid())
 		if err != nil && code < 0 {
 			fmt.Fprintf(os.Stderr, "podlab-shim: waiting for exec in container %s: %v\n", run.id, err)
 			code = 255
@@ -246,7 +246,7 @@ func (t *taskService) startStreamExec(run *started, e *streamExec, req *ExecStar
 		e.exitCode = code
 		close(e.done)
 	}()
-	return p.Pid, nil
+	return p.Pid(), nil
 }
 
 // ExecWait waits for an exec to exit and its output to be copied, and

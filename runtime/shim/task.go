@@ -267,11 +267,18 @@ func answer(err error) error {
 	return err
 }
 
-// spawning runs f, a libcontainer call that forks, while the reaper waits.
+// spawning runs f, an OCI runtime call that forks (libcontainer's, or a
+// runtime binary's command, which this process waits for), while the
+// reaper waits. Calls never nest: a waiting reaper blocks new readers.
 func (t *taskService) spawning(f func() error) error {
 	t.spawn.RLock()
 	defer t.spawn.RUnlock()
 	return f()
+}
+
+// signal signals a container through the OCI runtime.
+func (t *taskService) signal(run *started, sig syscall.Signal) error {
+	return t.spawning(func() error { return run.created.Signal(sig) })
 }
 
 // own marks pid as waited for by its own goroutine; the reaper leaves it.
@@ -358,7 +365,7 @@ func (t *taskService) Create(req *CreateRequest, resp *CreateResponse) error {
 		var err error
 		run, err = t.shim.create(state.Container{ID: req.ID, Name: name, Bundle: req.Bundle, LogPath: req.LogPath}, req.ContainerIO)
 		if err == nil {
-			t.own(run.created.Pid)
+			t.own(run.created.Pid())
 		}
 		return err
 	})
@@ -367,9 +374,9 @@ func (t *taskService) Create(req *CreateRequest, resp *CreateResponse) error {
 		return answer(err)
 	}
 	c.mu.Lock()
-	c.status, c.run, c.pid = StatusCreated, run, run.created.Pid
+	c.status, c.run, c.pid = StatusCreated, run, run.created.Pid()
 	c.mu.Unlock()
-	resp.PID = run.created.Pid
+	resp.PID = run.created.Pid()
 	resp.Seal = t.shim.seal().Minus(sealBefore)
 	return nil
 }
@@ -394,7 +401,7 @@ func (t *taskService) Start(req *IDRequest, resp *StartResponse) error {
 	})
 	if err != nil {
 		// libcontainer destroyed the container and reaped its init.
-		t.disown(run.created.Pid)
+		t.disown(run.created.Pid())
 		t.recordExit(c, startExitCode, false)
 		return answer(err)
 	}
@@ -415,7 +422,7 @@ func (t *taskService) Start(req *IDRequest, resp *StartResponse) error {
 // the rest of its output, then the record.
 func (t *taskService) waitExit(c *taskContainer, run *started) {
 	code, err := run.proc.Wait()
-	t.disown(run.proc.Pid)
+	t.disown(run.proc.Pid())
 	if err != nil && code < 0 {
 		fmt.Fprintf(os.Stderr, "podlab-shim: waiting for container %s: %v\n", c.id, err)
 		code = 255
@@ -424,7 +431,7 @@ func (t *taskService) waitExit(c *taskContainer, run *started) {
 	// outlive its init (and would hold its log pipes): end them, as
 	// containerd's shim does. With one, the kernel already has, and this
 	// finds no init to signal.
-	if err := run.created.Signal(syscall.SIGKILL); err != nil {
+	if err := t.signal(run, syscall.SIGKILL); err != nil {
 		fmt.Fprintf(os.Stderr, "podlab-shim: container %s: %v\n", c.id, err)
 	}
 	run.pumps.Wait()
@@ -472,8 +479,13 @@ func (t *taskService) recordExit(c *taskContainer, code int, oomKilled bool) {
 
 // killCreated ends a created container that will not start (op held).
 func (t *taskService) killCreated(c *taskContainer, run *started) error {
-	code, err := run.created.Kill()
-	t.disown(run.created.Pid)
+	var code int
+	err := t.spawning(func() error {
+		var err error
+		code, err = run.created.Kill()
+		return err
+	})
+	t.disown(run.created.Pid())
 	if err != nil && code < 0 {
 		return fmt.Errorf("killing created container %s: %w", c.id, err)
 	}
@@ -495,7 +507,7 @@ func (t *taskService) stop(c *taskContainer, grace time.Duration) error {
 		return nil
 	}
 	if grace > 0 {
-		if err := run.created.Signal(syscall.SIGTERM); err != nil {
+		if err := t.signal(run, syscall.SIGTERM); err != nil {
 			return fmt.Errorf("stopping container %s: %w", c.id, err)
 		}
 		select {
@@ -504,7 +516,7 @@ func (t *taskService) stop(c *taskContainer, grace time.Duration) error {
 		case <-time.After(grace):
 		}
 	}
-	if err := run.created.Signal(syscall.SIGKILL); err != nil {
+	if err := t.signal(run, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("stopping container %s: %w", c.id, err)
 	}
 	select {
@@ -537,7 +549,7 @@ func (t *taskService) Kill(req *KillRequest, _ *Empty) error {
 	}
 	switch status, run := c.current(); status {
 	case StatusCreated, StatusRunning:
-		return answer(run.created.Signal(syscall.Signal(req.Signal)))
+		return answer(t.signal(run, syscall.Signal(req.Signal)))
 	case StatusStopped:
 		return nil
 	default:
@@ -599,7 +611,11 @@ func (t *taskService) remove(c *taskContainer) error {
 // not hold (from an earlier shim), unless it runs: it may be another
 // shim's.
 func (t *taskService) deleteStray(id string) error {
-	status, err := t.shim.OCI.Status(id)
+	var status string
+	err := t.spawning(func() (err error) {
+		status, err = t.shim.OCI.Status(id)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("deleting container %s: %w", id, err)
 	}
@@ -646,12 +662,12 @@ func (t *taskService) exec(run *started, sp *specs.Process, timeout time.Duratio
 		}
 		pipes[i], pipes[i+1] = r, w
 	}
-	var p *oci.Process
+	var p oci.Process
 	err := t.spawning(func() error {
 		var err error
 		p, err = run.created.Exec(sp, oci.Stdio{Stdout: pipes[1], Stderr: pipes[3]})
 		if err == nil {
-			t.own(p.Pid)
+			t.own(p.Pid())
 		}
 		return err
 	})
@@ -677,21 +693,21 @@ func (t *taskService) exec(run *started, sp *specs.Process, timeout time.Duratio
 	}
 	var resp ExecResponse
 	if timeout > 0 {
-		exited, err := waitExited(p.Pid, timeout)
+		exited, err := waitExited(p.Pid(), timeout)
 		if !exited {
 			// Timed out, or its timeout cannot be kept: either way it ends.
 			killExec(p)
 		}
 		if err != nil {
 			p.Wait()
-			t.disown(p.Pid)
+			t.disown(p.Pid())
 			stopPumps()
 			return ExecResponse{}, fmt.Errorf("exec in container %s: %w", run.id, err)
 		}
 		resp.TimedOut = !exited
 	}
 	code, err := p.Wait()
-	t.disown(p.Pid)
+	t.disown(p.Pid())
 	if err != nil && code < 0 {
 		stopPumps()
 		return ExecResponse{}, fmt.Errorf("exec in container %s: waiting: %w", run.id, err)
@@ -741,8 +757,8 @@ func waitExited(pid int, timeout time.Duration) (bool, error) {
 // group if it leads one of its own (a shell with job control): its other
 // children would keep running. The group the exec started in is the
 // shim's own, never killed.
-func killExec(p *oci.Process) {
-	if pgid, err := unix.Getpgid(p.Pid); err == nil && pgid == p.Pid && pgid != unix.Getpgrp() {
+func killExec(p oci.Process) {
+	if pgid, err := unix.Getpgid(p.Pid()); err == nil && pgid == p.Pid() && pgid != unix.Getpgrp() {
 		unix.Kill(-pgid, unix.SIGKILL)
 	}
 	if err := p.Signal(syscall.SIGKILL); err != nil {
@@ -799,6 +815,29 @@ func (t *taskService) Stats(req *IDRequest, resp *Stats) error {
 	}
 	*resp = Stats{Usage: u, Timestamp: time.Now().UTC()}
 	return nil
+}
+
+// UpdateRequest applies Resources' CPU and memory settings to the
+// container's live cgroup, as `runc update` does.
+type UpdateRequest struct {
+	ID        string                `json:"id"`
+	Resources *specs.LinuxResources `json:"resources"`
+}
+
+// Update updates a created or running container's cgroup through the
+// pod's OCI runtime.
+func (t *taskService) Update(req *UpdateRequest, _ *Empty) error {
+	c := t.find(req.ID)
+	if c == nil {
+		return answer(notFound(req.ID))
+	}
+	if req.Resources == nil {
+		return answer(kinded(errdefs.ErrInvalidArgument, "update of container %s: resources are required", req.ID))
+	}
+	if status, _ := c.current(); status != StatusCreated && status != StatusRunning {
+		return answer(notRunning(req.ID))
+	}
+	return answer(t.spawning(func() error { return t.shim.OCI.Update(req.ID, req.Resources) }))
 }
 
 // Shutdown kills and deletes every container, then lets the shim exit once
@@ -883,6 +922,7 @@ func (t *taskService) methods() map[string]rpcMethod {
 		"Task.Attach":    method(t.Attach),
 		"Task.ReopenLog": method(t.ReopenLog),
 		"Task.Stats":     method(t.Stats),
+		"Task.Update":    method(t.Update),
 		"Task.Shutdown":  method(t.Shutdown),
 	}
 }

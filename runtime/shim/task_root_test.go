@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -78,14 +79,18 @@ func runTests(m *testing.M) int {
 	return m.Run()
 }
 
-// spawnHelper is `Spawn(bin, stateDir, ociRoot, podID, socket)`, printing
-// "pid start".
+// spawnHelper is `Spawn(bin, stateDir, podID, socket, {type, root})`,
+// printing "pid start".
 func spawnHelper(args []string) int {
-	if len(args) != 5 {
-		fmt.Fprintln(os.Stderr, "spawn helper: want 5 args")
+	if len(args) != 6 {
+		fmt.Fprintln(os.Stderr, "spawn helper: want 6 args")
 		return 2
 	}
-	pid, start, err := Spawn(args[0], args[1], args[2], args[3], args[4])
+	rtc := oci.RuntimeConfig{Type: args[4], Root: args[5]}
+	if rtc.Type == oci.TypeCrun {
+		rtc.OCIVersion = "1.1.0"
+	}
+	pid, start, err := Spawn(args[0], args[1], args[2], args[3], rtc)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -136,7 +141,8 @@ type taskTest struct {
 	t          *testing.T
 	dir        string
 	stateDir   string
-	oci        *oci.Runtime
+	oci        oci.Backend
+	ociRoot    string
 	podID      string
 	socket     string
 	cgroupBase string // parent of the containers' cgroups, under podlab's where the leak check looks: /podlab/shimtest-1a2b3c4d
@@ -169,9 +175,14 @@ func (tt *taskTest) bundle(id, script string) (string, *specs.Process) {
 	return bundle, spec.Process
 }
 
-// cgroupDirs lists the test's cgroup parent in every hierarchy.
+// cgroupDirs lists the test's cgroup parent in every hierarchy (v1, v2
+// beside it, or v2 alone).
 func (tt *taskTest) cgroupDirs() []string {
-	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", strings.TrimPrefix(tt.cgroupBase, "/")))
+	rel := strings.TrimPrefix(tt.cgroupBase, "/")
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", rel))
+	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", rel)); err == nil {
+		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", rel))
+	}
 	return dirs
 }
 
@@ -215,8 +226,15 @@ func randHex(n int) string {
 // TestTaskShim drives a real long-lived shim through the life of two
 // containers and more: create, start, exec (output, timeout, exit code),
 // CRI logs and their reopening, graceful and forced stops, delete, a
-// fresh client process, and Shutdown leaving nothing behind.
+// fresh client process, and Shutdown leaving nothing behind; with each
+// OCI runtime family.
 func TestTaskShim(t *testing.T) {
+	for _, typ := range []string{oci.TypeLibcontainer, oci.TypeRunc, oci.TypeCrun} {
+		t.Run(typ, func(t *testing.T) { testTaskShim(t, typ) })
+	}
+}
+
+func testTaskShim(t *testing.T, typ string) {
 	testutil.RequireRoot(t)
 	t.Cleanup(func() { testutil.LeakCheck(t) })
 
@@ -225,20 +243,50 @@ func TestTaskShim(t *testing.T) {
 		t:          t,
 		dir:        dir,
 		stateDir:   filepath.Join(dir, "state"),
-		oci:        &oci.Runtime{Root: filepath.Join(dir, "oci")},
+		ociRoot:    filepath.Join(dir, "oci"),
 		podID:      state.NewID(),
 		cgroupBase: "/podlab/shimtest-" + randHex(4),
+	}
+	rtc := oci.RuntimeConfig{Type: typ, Root: tt.ociRoot}
+	if typ == oci.TypeCrun {
+		rtc.OCIVersion = "1.1.0" // crun 1.8.1's, as podlab's default config says
+	}
+	backend, err := oci.New(rtc)
+	if err != nil {
+		t.Fatalf("%v (scripts/setup.sh installs runc and crun)", err)
+	}
+	tt.oci = backend
+	if cli, ok := backend.(*oci.CLI); ok {
+		if err := cli.Probe(tt.cgroupBase); err != nil {
+			// crun 1.8.1 on a hybrid cgroup layout: the refusal must
+			// be clean, and it is all there is to test here.
+			if typ == oci.TypeCrun && cgroups.IsCgroup2HybridMode() {
+				t.Logf("%s refuses this host: %v", typ, err)
+				for _, d := range tt.cgroupDirs() {
+					os.Remove(d)
+				}
+				if entries, _ := os.ReadDir(tt.ociRoot); len(entries) != 0 {
+					t.Errorf("the refused probe left state: %v", entries)
+				}
+				return
+			}
+			t.Fatalf("probing %s: %v", typ, err)
+		}
 	}
 	tt.socket = SocketPath(tt.stateDir, tt.podID)
 	var shimPID int
 	var shimStart uint64
 	t.Cleanup(func() { tt.cleanup(&shimPID, &shimStart) })
+	t.Cleanup(func() {
+		slog, _ := os.ReadFile(filepath.Join(tt.stateDir, "pods", tt.podID, "shim.log"))
+		t.Logf("shim.log:\n%s", slog)
+	})
 	if err := os.MkdirAll(filepath.Join(tt.stateDir, "pods", tt.podID), 0o700); err != nil {
 		t.Fatal(err)
 	}
 
 	// Spawned by a process that then exits: the shim must not care.
-	out := helper(t, "spawn", shimBinary, tt.stateDir, tt.oci.Root, tt.podID, tt.socket)
+	out := helper(t, "spawn", shimBinary, tt.stateDir, tt.podID, tt.socket, typ, tt.ociRoot)
 	if _, err := fmt.Sscan(string(out), &shimPID, &shimStart); err != nil {
 		t.Fatalf("spawn helper said %q: %v", out, err)
 	}
@@ -441,7 +489,7 @@ func TestTaskShim(t *testing.T) {
 	}
 	// Its cgroup and libcontainer state go with its exit, not at Delete.
 	waitFor(t, "one's cgroups and libcontainer state to go after its exit", func() bool {
-		_, err := os.Stat(filepath.Join(tt.oci.Root, "one"))
+		_, err := os.Stat(filepath.Join(tt.ociRoot, "one"))
 		return os.IsNotExist(err) && len(tt.containerCgroups("one")) == 0
 	})
 	if _, err := c.Exec(ctx(), ExecRequest{ID: "one", Process: *proc1}); err == nil || !strings.Contains(err.Error(), "container one is not running") {
@@ -574,14 +622,12 @@ func TestTaskShim(t *testing.T) {
 			t.Errorf("cgroups left under %s: %v", d, entries)
 		}
 	}
-	if ids, _ := tt.oci.List(); len(ids) != 0 {
-		t.Errorf("libcontainer state left: %v", ids)
+	if entries, _ := os.ReadDir(tt.ociRoot); hasDir(entries) {
+		t.Errorf("%s state left: %v", typ, entries)
 	}
 	if _, err := Dial(tt.socket); err == nil {
 		t.Error("Dial after Shutdown succeeded")
 	}
-	slog, _ := os.ReadFile(filepath.Join(tt.stateDir, "pods", tt.podID, "shim.log"))
-	t.Logf("shim.log:\n%s", slog)
 }
 
 // TestSpawnFailure checks that a shim that cannot serve says why.
@@ -590,9 +636,18 @@ func TestSpawnFailure(t *testing.T) {
 	dir := t.TempDir()
 	podID := state.NewID()
 	// No pod directory: the shim cannot open its shim.log.
-	_, _, err := Spawn(shimBinary, filepath.Join(dir, "state"), filepath.Join(dir, "oci"), podID, SocketPath(filepath.Join(dir, "state"), podID))
+	_, _, err := Spawn(shimBinary, filepath.Join(dir, "state"), podID, SocketPath(filepath.Join(dir, "state"), podID), oci.RuntimeConfig{Root: filepath.Join(dir, "oci")})
 	if err == nil || !strings.Contains(err.Error(), "shim.log") {
 		t.Errorf("Spawn without a pod directory: %v", err)
+	}
+	// A runtime binary that is not there.
+	if err := os.MkdirAll(filepath.Join(dir, "state", "pods", podID), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "no-such-runc")
+	_, _, err = Spawn(shimBinary, filepath.Join(dir, "state"), podID, SocketPath(filepath.Join(dir, "state"), podID), oci.RuntimeConfig{Type: oci.TypeRunc, Path: missing, Root: filepath.Join(dir, "oci")})
+	if err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("Spawn with a missing runtime binary: %v", err)
 	}
 }
 

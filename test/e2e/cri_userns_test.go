@@ -92,8 +92,15 @@ func TestCRIUserNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := st.RuntimeHandlers; len(h) != 1 || !h[0].GetFeatures().GetUserNamespaces() {
-		t.Fatalf("Status: runtime handlers %v, want the default one with user_namespaces", h)
+	// libcontainer's handlers have user namespaces; runc's and crun's
+	// not (their idmapped layers are libcontainer's).
+	for _, h := range st.RuntimeHandlers {
+		if want := h.Name == "" || h.Name == "libcontainer"; h.GetFeatures().GetUserNamespaces() != want {
+			t.Errorf("Status: runtime handler %q user_namespaces %v, want %v", h.Name, h.GetFeatures().GetUserNamespaces(), want)
+		}
+	}
+	if h := st.RuntimeHandlers; len(h) == 0 || h[0].Name != "" {
+		t.Fatalf("Status: runtime handlers %v, want the default one first", h)
 	}
 
 	podCfg := s.podConfig("userns", "default", nil)

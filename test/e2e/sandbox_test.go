@@ -44,7 +44,7 @@ func TestRunpPodsRmp(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	want := []string{"created", "id", "ip", "name", "namespace", "netns", "pausePid", "state"}
+	want := []string{"created", "id", "ip", "name", "namespace", "netns", "pausePid", "runtimeHandler", "state"}
 	if !reflect.DeepEqual(keys, want) {
 		t.Fatalf("pods -o json keys = %v, want %v", keys, want)
 	}
