@@ -41,8 +41,9 @@ if [ "$PURPOSE" != demo ]; then
   # apache2-utils (htpasswd): the pull e2e test runs a private TLS +
   # htpasswd registry on 127.0.0.1, critest one for its images;
   # containerd: the CRI pull comparison runs a private one; stress-ng:
-  # make flake runs the unit tests beside it.
-  APT_PACKAGES+=(runc crun docker-registry apache2-utils containerd stress-ng)
+  # make flake runs the unit tests beside it; curl: critest.sh,
+  # bench-peers.sh and the kubelet scripts probe their servers with it.
+  APT_PACKAGES+=(runc crun docker-registry apache2-utils containerd stress-ng curl)
 fi
 # The units those packages enable on install.
 SERVICE_UNITS=(containerd.service docker-registry.service)

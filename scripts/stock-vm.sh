@@ -231,6 +231,12 @@ warm_go() {
   # setup.sh's own Go steps (CNI plugins, crictl, critest), from a copy of
   # the clone with no bin/podlab (so it imports no image on the host).
   CNI_BIN_DIR=$cache/go/bin/cni CRICTL_BIN_DIR=$cache/go/bin "$stage_repo/scripts/setup.sh" critest >/dev/null
+  # bench-peers.sh's cnitool, where PODLAB_PEERS_CACHE=$cache/go/bin/peers
+  # finds it: its module's dependencies are not the clone's, so the
+  # offline guest cannot build it.
+  local cni; cni=$(awk '$1 == "github.com/containernetworking/cni" { print $2; exit }' "$repo/go.mod")
+  [ -x "$cache/go/bin/peers/cnitool-$cni/cnitool" ] ||
+    (cd / && GOBIN=$cache/go/bin/peers/cnitool-$cni GOFLAGS= go install "github.com/containernetworking/cni/cnitool@$cni")
   unset GOMODCACHE GOCACHE GOFLAGS GOTOOLCHAIN
   # The guest's user owns the caches (root in the guest writes too).
   chown -R "$GUEST_UID:$GUEST_UID" "$cache/go/mod" "$cache/go/build"
@@ -258,17 +264,28 @@ run() {
   warm_go "$stage/root$repo" >"$tmp/warm.log" 2>&1 || { cat "$tmp/warm.log" >&2; die "warming the Go caches failed"; }
   say "warm Go caches on the host: $(since "$t") s"
   t=$(now)
-  # /var/cache/podlab as on the host: the Go caches, and the kubelet build
-  # of scripts/build-kubelet.sh when there is one (hard links, no copy).
+  # /var/cache/podlab as on the host: the Go caches with setup.sh's tools
+  # built from them (CNI plugins, crictl, critest: linking them under TCG
+  # takes minutes; scripts/guest-critest.sh installs them), and the
+  # kubelet and containerd builds of scripts/build-kubelet.sh and
+  # build-containerd.sh when there are some (hard links, no copy).
   mkdir -p "$stage/root/var/cache/podlab/stock-vm"
   cp -al "$cache/go" "$stage/root/var/cache/podlab/stock-vm/go"
-  rm -rf "$stage/root/var/cache/podlab/stock-vm/go/bin"
+  rm -f "$stage/root/var/cache/podlab/stock-vm/go/bin"/{podlab,podlab-shim,podlab-pause,tlsprobe}
   local k
-  for k in /var/cache/podlab/kubelet-*/kubelet; do
+  for k in /var/cache/podlab/kubelet-*/kubelet /var/cache/podlab/containerd-v*/bin/*; do
     [ -x "$k" ] || continue
     mkdir -p "$stage/root$(dirname "$k")"
     ln "$k" "$stage/root$k"
   done
+  # critest's test images (scripts/critest.sh builds them from Debian
+  # packages it downloads, which the guest cannot): the registry of the
+  # clone's last critest run, when there is one, with its stamp.
+  if [ -f "$repo/build/critest/images.stamp" ]; then
+    mkdir -p "$stage/root$repo/build/critest"
+    cp -a "$repo/build/critest/registry" "$repo/build/critest/images.stamp" "$stage/root$repo/build/critest/"
+    chown -R "$GUEST_UID:$GUEST_UID" "$stage/root$repo/build"
+  fi
   printf '%s\n' "$repo" /var/cache/podlab > "$stage/mounts"
   printf 'REPO=%q\nGUEST_USER=%q\n' "$repo" "$GUEST_USER" > "$stage/run.env"
   { printf 'exec'; printf ' %q' "$@"; echo; } > "$stage/run.sh"

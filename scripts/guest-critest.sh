@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# guest-critest.sh: run in the stock Debian 12 guest (scripts/stock-vm.sh
+# run -- scripts/guest-critest.sh), as its non-root user: critest against
+# podlab through `sudo make critest` (scripts/critest.sh), on systemd, pure
+# cgroup v2 and AppArmor, where critest's 9 AppArmor specs run instead of
+# skipping; fails unless all 9 ran and passed, besides critest.sh's own
+# target (test/critest-target) and leak check.
+#
+#   scripts/guest-critest.sh [CRITEST.SH ARGS...]
+#
+# The arguments go to scripts/critest.sh (default: --only podlab --no-doc;
+# e.g. `--benchmark-only --rounds 1` for podlab's and containerd 2.4's
+# -benchmark in the guest). The guest has no network: stock-vm.sh puts in
+# it what critest.sh would build or download, built on the host with the
+# same Go: the CNI plugins, crictl and critest (installed below into
+# setup.sh's dirs, where setup.sh then finds them), containerd 2.4 (its
+# build cache) and the test images' registry (the clone's last critest
+# run on the host: run `make critest` there first).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+say() { echo "guest-critest: $*"; }
+
+[ -d /run/systemd/system ] || { say "systemd is not PID 1 here: run me in scripts/stock-vm.sh's guest"; exit 1; }
+[ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ] || { say "/sys/fs/cgroup is not cgroup v2"; exit 1; }
+[ "$(cat /sys/module/apparmor/parameters/enabled 2>/dev/null)" = Y ] || { say "AppArmor is not enabled"; exit 1; }
+[ -f build/critest/images.stamp ] || { say "no critest images in build/critest: run make critest on the host first"; exit 1; }
+
+tools=/var/cache/podlab/stock-vm/go/bin
+for t in crictl critest cni/bridge; do
+  [ -x "$tools/$t" ] || { say "$tools/$t missing (scripts/stock-vm.sh builds it on the host)"; exit 1; }
+done
+sudo install -D -m 0755 -t /opt/podlab/bin "$tools/crictl" "$tools/critest"
+sudo mkdir -p /opt/podlab/cni/bin
+sudo cp -a "$tools/cni/." /opt/podlab/cni/bin/
+
+[ $# -gt 0 ] || set -- --only podlab --no-doc
+t0=$SECONDS rc=0
+sudo make critest CRITEST_FLAGS="$*" || rc=$?
+say "make critest CRITEST_FLAGS=\"$*\" exited $rc after $((SECONDS - t0)) s"
+
+junit=build/critest/results/podlab-junit/junit.xml
+if sudo test -f "$junit"; then
+  # One <testcase> line per spec ([It]; not the suite's setup nodes), with its status.
+  specs=$(sudo grep -o '<testcase name="\[It\] [^"]*" classname="[^"]*" status="[a-z]*"' "$junit")
+  count() { grep -c "$1" <<<"$specs" || true; }
+  say "podlab: $(count .) specs: $(count 'status="passed"') passed, $(count 'status="failed"') failed, $(count 'status="skipped"') skipped"
+  apparmor=$(grep 'AppArmor' <<<"$specs" || true)
+  passed=$(grep -c 'status="passed"' <<<"$apparmor" || true)
+  grep -v 'status="passed"' <<<"$apparmor" | sed 's/^/guest-critest: not passed: /' || true
+  [ "$passed" = 9 ] || { say "$passed of critest's 9 AppArmor specs passed for podlab"; exit 1; }
+  say "all 9 of critest's AppArmor specs ran and passed for podlab"
+fi
+# -benchmark of both runtimes (e.g. --benchmark-only): critest.sh writes
+# no doc for a partial run, and nothing in the guest comes back to the
+# host, so the "Through the CRI" tables are printed here.
+res=build/critest/results
+if sudo test -d "$res/podlab-benchmark" && sudo test -d "$res/containerd-benchmark"; then
+  doc=$(mktemp)
+  cp docs/benchmarks.md "$doc"
+  go run ./test/critestreport benchmark -podlab "$res/podlab-benchmark" -containerd "$res/containerd-benchmark" \
+    -doc "$doc" -params test/critest-benchmark.yaml \
+    -containerd-version "$("$(scripts/build-containerd.sh)/containerd" --version | awk '{ print $3 }')"
+  say "critest -benchmark in this guest:"
+  sed -n '/^### Pod lifecycle/,/^<!-- critest-benchmark: end/p' "$doc"
+fi
+exit "$rc"
