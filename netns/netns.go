@@ -66,19 +66,9 @@ func Pin(paths map[int]string, setup func() error) (retErr error) {
 		}
 	}()
 	for kind, path := range paths {
-		name, ok := kindNames[kind]
-		if !ok {
-			return fmt.Errorf("pinning namespace %s: unsupported kind %#x", path, kind)
-		}
-		if err := ensureSharedDir(filepath.Dir(path)); err != nil {
+		if _, err := createPinFile(kind, path); err != nil {
 			return err
 		}
-		// O_EXCL: two creators of one name must not share a namespace.
-		f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
-		if err != nil {
-			return fmt.Errorf("creating %s namespace file %s: %w", name, path, err)
-		}
-		f.Close()
 		made = append(made, path)
 		flags |= kind
 	}
@@ -128,18 +118,10 @@ func PinFrom(pid int, paths map[int]string) (retErr error) {
 		}
 	}()
 	for kind, path := range paths {
-		name, ok := kindNames[kind]
-		if !ok {
-			return fmt.Errorf("pinning namespace %s: unsupported kind %#x", path, kind)
-		}
-		if err := ensureSharedDir(filepath.Dir(path)); err != nil {
+		name, err := createPinFile(kind, path)
+		if err != nil {
 			return err
 		}
-		f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
-		if err != nil {
-			return fmt.Errorf("creating %s namespace file %s: %w", name, path, err)
-		}
-		f.Close()
 		made = append(made, path)
 		src := fmt.Sprintf("/proc/%d/ns/%s", pid, name)
 		if err := unix.Mount(src, path, "none", unix.MS_BIND, ""); err != nil {
@@ -259,4 +241,23 @@ func Enter(paths map[int]string, fn func() error) error {
 		errCh <- fn()
 	}()
 	return <-errCh
+}
+
+// createPinFile makes the empty file a namespace of kind is bind-mounted
+// on, in a shared mount point, and returns the kind's /proc name.
+func createPinFile(kind int, path string) (string, error) {
+	name, ok := kindNames[kind]
+	if !ok {
+		return "", fmt.Errorf("pinning namespace %s: unsupported kind %#x", path, kind)
+	}
+	if err := ensureSharedDir(filepath.Dir(path)); err != nil {
+		return "", err
+	}
+	// O_EXCL: two creators of one name must not share a namespace.
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	if err != nil {
+		return "", fmt.Errorf("creating %s namespace file %s: %w", name, path, err)
+	}
+	f.Close()
+	return name, nil
 }
