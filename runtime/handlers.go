@@ -19,14 +19,15 @@ import (
 	"github.com/podlab/podlab/internal/state"
 )
 
-// handlerCheck is what this process learned of a handler on this host:
-// whether it works (a probe container created and deleted) and its
-// features. Learned once per process.
+// handlerCheck is what this process learned of a runtime binary's handler
+// on this host: whether it works (a probe container created and deleted)
+// and whether it mounts recursively read-only. Learned once per process.
+// libcontainer, in process, always works; its features are learned only
+// when Status asks (libcontainerFeatures), not on a pod's path.
 type handlerCheck struct {
-	once   sync.Once
-	err    error
-	rro    bool // recursive read-only mounts
-	userns bool // pods in user namespaces of their own
+	once sync.Once
+	err  error
+	rro  bool // recursive read-only mounts
 }
 
 // ociConfig is handler name's OCI runtime as configured, without a
@@ -86,8 +87,6 @@ func (r *Runtime) checkHandler(name string, cfg *oci.RuntimeConfig) *handlerChec
 	chk := v.(*handlerCheck)
 	chk.once.Do(func() {
 		if cfg.Type == oci.TypeLibcontainer {
-			chk.rro = RecursiveReadOnlySupported()
-			chk.userns = r.userNamespaces() == nil
 			return
 		}
 		cli, err := oci.NewCLI(*cfg)
@@ -123,12 +122,23 @@ func (r *Runtime) runtimeHandlers() (ok []*runtimeapi.RuntimeHandler, unavailabl
 			unavailable[name] = chk.err.Error()
 			continue
 		}
-		ok = append(ok, &runtimeapi.RuntimeHandler{
-			Name:     name,
-			Features: &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: chk.rro, UserNamespaces: chk.userns},
-		})
+		// Only libcontainer runs pods in user namespaces of their own.
+		features := &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: chk.rro}
+		if cfg.Type == oci.TypeLibcontainer {
+			features = r.libcontainerFeatures()
+		}
+		ok = append(ok, &runtimeapi.RuntimeHandler{Name: name, Features: features})
 	}
 	return ok, unavailable
+}
+
+// libcontainerFeatures probes what the in-process runtime supports here
+// (each probe runs once per process).
+func (r *Runtime) libcontainerFeatures() *runtimeapi.RuntimeHandlerFeatures {
+	return &runtimeapi.RuntimeHandlerFeatures{
+		RecursiveReadOnlyMounts: RecursiveReadOnlySupported(),
+		UserNamespaces:          r.userNamespaces() == nil,
+	}
 }
 
 // podOCI is the OCI runtime of p's handler, for work on its containers
