@@ -9,7 +9,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,6 +36,7 @@ import (
 	"github.com/podlab/podlab/runtime/kubecontainer"
 	"github.com/podlab/podlab/runtime/nri"
 	"github.com/podlab/podlab/runtime/shim"
+	"github.com/podlab/podlab/runtime/spec"
 	"github.com/podlab/podlab/sandbox"
 )
 
@@ -262,14 +262,18 @@ func (r *Runtime) containerSpec(ctx context.Context, p *state.Pod, ctr *state.Co
 	if err != nil {
 		return err
 	}
-	spec, profile, err := ociSpec(p, cfg, img, rootfsPath, id, inj, hook)
+	sb, err := containerSandbox(p, cfg.Linux.SecurityContext.NamespaceOptions)
 	if err != nil {
 		return err
 	}
-	if spec.Linux.Seccomp != nil && !oci.SeccompSupported {
+	s, profile, err := spec.Generate(ctx, &spec.Container{ID: id, Config: cfg, Image: img, Rootfs: rootfsPath, Injection: inj, Hook: hook}, sb)
+	if err != nil {
+		return err
+	}
+	if s.Linux.Seccomp != nil && !oci.SeccompSupported {
 		return errdefs.Wrap(errdefs.ErrUnimplemented, fmt.Errorf("config.linux.security_context.seccomp: %s profile asked for: %w", profile, oci.ErrSeccompNotBuilt))
 	}
-	changes, err := r.nriCreateContainer(ctx, p, ctr, spec, rec, op)
+	changes, err := r.nriCreateContainer(ctx, p, ctr, s, rec, op)
 	if err != nil {
 		return err
 	}
@@ -291,7 +295,7 @@ func (r *Runtime) containerSpec(ctx context.Context, p *state.Pod, ctr *state.Co
 	if err != nil {
 		return err
 	}
-	l := &Layers{CRI: criJSON, OCI: spec, Injection: inj, Seccomp: profile, NRI: changes}
+	l := &Layers{CRI: criJSON, OCI: s, Injection: inj, Seccomp: profile, NRI: changes}
 	return l.write(bundle)
 }
 
@@ -390,31 +394,18 @@ func criDefaults(p *state.Pod, req *runtimeapi.ContainerConfig, podDir string) (
 	return cfg, nil
 }
 
-// ociSpec is CreateContainer's CRI → OCI conversion, with no side effect:
-// cfg (from criDefaults) on img and p's sandbox, with the runtime-point
-// injection and hook. It also returns the seccomp profile applied (see
-// applySeccomp). Its errors are InvalidArgument, naming the field.
-func ociSpec(p *state.Pod, cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, id string, inj *inject.Injection, hook *specs.Hook) (_ *specs.Spec, _ string, err error) {
+// containerSandbox is what the spec needs of p's sandbox for a container
+// with namespace options ns: its namespaces, cgroup and mappings, and for
+// PID mode TARGET the target's process.
+func containerSandbox(p *state.Pod, ns *runtimeapi.NamespaceOption) (*spec.Sandbox, error) {
 	sb := sandboxOf(p)
-	if ns := cfg.Linux.SecurityContext.NamespaceOptions; ns.Pid == runtimeapi.NamespaceMode_TARGET {
+	if ns.Pid == runtimeapi.NamespaceMode_TARGET {
+		var err error
 		if sb.TargetPID, err = targetPID(p, ns.TargetId); err != nil {
-			return nil, "", err
+			return nil, err
 		}
 	}
-	spec, err := buildOCI(cfg, img, rootfsPath, id, sb, inj, hook)
-	if err != nil {
-		return nil, "", errdefs.Wrap(errdefs.ErrInvalidArgument, err)
-	}
-	profile, err := applySeccomp(spec, cfg.Linux.SecurityContext)
-	if err != nil {
-		return nil, "", err
-	}
-	if _, err := applyAppArmor(spec, cfg.Linux.SecurityContext, hostAppArmor()); err != nil {
-		return nil, "", err
-	}
-	spec.Annotations["io.kubernetes.cri.sandbox-name"] = p.Name
-	spec.Annotations["io.kubernetes.cri.sandbox-namespace"] = p.Namespace
-	return spec, profile, nil
+	return &sb, nil
 }
 
 // runtimeInjection resolves the runtime- and hook-point rules for a
@@ -1135,7 +1126,7 @@ func (r *Runtime) updateContainerResources(ctx context.Context, req *runtimeapi.
 	if lr, err = enforceable(lr, c.Name); err != nil {
 		return nil, err
 	}
-	res := ociResources(lr)
+	res := spec.Resources(lr)
 	if err := r.updateResources(ctx, p, c.ID, res); err != nil {
 		return nil, fmt.Errorf("updating container %s: %w", state.ShortID(c.ID), err)
 	}
@@ -1148,37 +1139,6 @@ func (r *Runtime) updateContainerResources(ctx context.Context, req *runtimeapi.
 		return nil, fmt.Errorf("recording container %s's resources: %w", state.ShortID(c.ID), err)
 	}
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
-}
-
-// ociResources is the OCI form of CRI Linux resources: CPU (shares,
-// quota, period, cpuset) and memory limit, each nil when none is set.
-func ociResources(lr *runtimeapi.LinuxContainerResources) *specs.LinuxResources {
-	cpu, mem := &specs.LinuxCPU{}, &specs.LinuxMemory{}
-	if lr.GetCpuShares() > 0 {
-		shares := uint64(lr.CpuShares)
-		cpu.Shares = &shares
-	}
-	if lr.GetCpuQuota() != 0 {
-		quota := lr.CpuQuota
-		cpu.Quota = &quota
-	}
-	if lr.GetCpuPeriod() > 0 {
-		period := uint64(lr.CpuPeriod)
-		cpu.Period = &period
-	}
-	cpu.Cpus, cpu.Mems = lr.GetCpusetCpus(), lr.GetCpusetMems()
-	if lr.GetMemoryLimitInBytes() > 0 {
-		limit := lr.MemoryLimitInBytes
-		mem.Limit = &limit
-	}
-	res := &specs.LinuxResources{}
-	if !reflect.DeepEqual(cpu, &specs.LinuxCPU{}) {
-		res.CPU = cpu
-	}
-	if mem.Limit != nil {
-		res.Memory = mem
-	}
-	return res
 }
 
 // enforceable drops the limits of lr that no controller of the host's
