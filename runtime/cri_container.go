@@ -36,7 +36,7 @@ import (
 	"github.com/podlab/podlab/runtime/kubecontainer"
 	"github.com/podlab/podlab/runtime/nri"
 	"github.com/podlab/podlab/runtime/shim"
-	"github.com/podlab/podlab/runtime/spec"
+	"github.com/podlab/podlab/runtime/specgen"
 	"github.com/podlab/podlab/sandbox"
 )
 
@@ -266,7 +266,7 @@ func (r *Runtime) containerSpec(ctx context.Context, p *state.Pod, ctr *state.Co
 	if err != nil {
 		return err
 	}
-	s, profile, err := spec.Generate(ctx, &spec.Container{ID: id, Config: cfg, Image: img, Rootfs: rootfsPath, Injection: inj, Hook: hook}, sb)
+	s, profile, err := specgen.Generate(ctx, &specgen.Container{ID: id, Config: cfg, Image: img, Rootfs: rootfsPath, Injection: inj, Hook: hook}, sb)
 	if err != nil {
 		return err
 	}
@@ -397,7 +397,7 @@ func criDefaults(p *state.Pod, req *runtimeapi.ContainerConfig, podDir string) (
 // containerSandbox is what the spec needs of p's sandbox for a container
 // with namespace options ns: its namespaces, cgroup and mappings, and for
 // PID mode TARGET the target's process.
-func containerSandbox(p *state.Pod, ns *runtimeapi.NamespaceOption) (*spec.Sandbox, error) {
+func containerSandbox(p *state.Pod, ns *runtimeapi.NamespaceOption) (*specgen.Sandbox, error) {
 	sb := sandboxOf(p)
 	if ns.Pid == runtimeapi.NamespaceMode_TARGET {
 		var err error
@@ -1126,7 +1126,7 @@ func (r *Runtime) updateContainerResources(ctx context.Context, req *runtimeapi.
 	if lr, err = enforceable(lr, c.Name); err != nil {
 		return nil, err
 	}
-	res := spec.Resources(lr)
+	res := specgen.Resources(lr)
 	if err := r.updateResources(ctx, p, c.ID, res); err != nil {
 		return nil, fmt.Errorf("updating container %s: %w", state.ShortID(c.ID), err)
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/inject"
-	"github.com/podlab/podlab/runtime/spec"
+	"github.com/podlab/podlab/runtime/specgen"
 )
 
 // criToOCI runs what RunPodSandbox and CreateContainer make of a
@@ -51,7 +51,7 @@ func criToOCI(podCfg *runtimeapi.PodSandboxConfig, ctrCfg *runtimeapi.ContainerC
 	if err != nil {
 		return nil, err
 	}
-	s, _, err := spec.Generate(context.Background(), &spec.Container{ID: ctrID, Config: cfg, Image: img, Rootfs: rootfsDir, Injection: &inject.Injection{}}, sbox)
+	s, _, err := specgen.Generate(context.Background(), &specgen.Container{ID: ctrID, Config: cfg, Image: img, Rootfs: rootfsDir, Injection: &inject.Injection{}}, sbox)
 	return s, err
 }
 

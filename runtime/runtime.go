@@ -22,7 +22,7 @@ import (
 	"github.com/podlab/podlab/runtime/kubecontainer"
 	"github.com/podlab/podlab/runtime/nri"
 	"github.com/podlab/podlab/runtime/shim"
-	"github.com/podlab/podlab/runtime/spec"
+	"github.com/podlab/podlab/runtime/specgen"
 	"github.com/podlab/podlab/sandbox"
 )
 
@@ -130,8 +130,8 @@ func (r *Runtime) volumesDir(p *state.Pod) string {
 }
 
 // sandboxOf is what the spec needs of p's sandbox.
-func sandboxOf(p *state.Pod) spec.Sandbox {
-	return spec.Sandbox{PodID: p.ID, Name: p.Name, Namespace: p.Namespace, NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, PausePID: p.PausePID, Hostname: podHostname(p), HostNetwork: p.HostNetwork, HostIPC: p.HostIPC, HostPID: p.HostPID, SharePID: p.ShareProcNS, Cgroup: podCgroup(p), OOMScoreAdjFloor: oomScoreAdjFloor(),
+func sandboxOf(p *state.Pod) specgen.Sandbox {
+	return specgen.Sandbox{PodID: p.ID, Name: p.Name, Namespace: p.Namespace, NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, PausePID: p.PausePID, Hostname: podHostname(p), HostNetwork: p.HostNetwork, HostIPC: p.HostIPC, HostPID: p.HostPID, SharePID: p.ShareProcNS, Cgroup: podCgroup(p), OOMScoreAdjFloor: oomScoreAdjFloor(),
 		UIDMappings: ociIDMappings(p.UIDMappings), GIDMappings: ociIDMappings(p.GIDMappings)}
 }
 

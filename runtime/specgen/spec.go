@@ -1,4 +1,4 @@
-// Package spec builds a container's OCI runtime spec from its CRI
+// Package specgen builds a container's OCI runtime spec from its CRI
 // ContainerConfig, its image and its pod sandbox: the CRI → OCI
 // conversion of CreateContainer, in small steps (Opt) applied in order to
 // runc's default spec, as containerd's internal/cri/opts and pkg/oci build
@@ -6,7 +6,7 @@
 // /etc/passwd, device nodes, seccomp and AppArmor profiles) and load
 // podlab's default AppArmor profile, but it keeps no state: the runtime
 // core (package runtime) owns records, locks and the shim.
-package spec
+package specgen
 
 import (
 	"context"

@@ -1,6 +1,6 @@
 //lint:file-ignore SA1019 the deprecated seccomp_profile_path is tested on purpose: containerd still honours it, and so does podlab
 
-package spec
+package specgen
 
 import (
 	"os"
