@@ -22,7 +22,6 @@ import (
 	"github.com/podlab/podlab/runtime/kubecontainer"
 	"github.com/podlab/podlab/runtime/nri"
 	"github.com/podlab/podlab/runtime/shim"
-	"github.com/podlab/podlab/runtime/specgen"
 	"github.com/podlab/podlab/sandbox"
 )
 
@@ -127,12 +126,6 @@ func (r *Runtime) LogDir(p *state.Pod) string {
 // kubelet half keeps them in its own pod dir now).
 func (r *Runtime) volumesDir(p *state.Pod) string {
 	return filepath.Join(r.Store.PodDir(p.ID), "volumes")
-}
-
-// sandboxOf is what the spec needs of p's sandbox.
-func sandboxOf(p *state.Pod) specgen.Sandbox {
-	return specgen.Sandbox{PodID: p.ID, Name: p.Name, Namespace: p.Namespace, NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, PausePID: p.PausePID, Hostname: podHostname(p), HostNetwork: p.HostNetwork, HostIPC: p.HostIPC, HostPID: p.HostPID, SharePID: p.ShareProcNS, Cgroup: podCgroup(p), OOMScoreAdjFloor: oomScoreAdjFloor(),
-		UIDMappings: ociIDMappings(p.UIDMappings), GIDMappings: ociIDMappings(p.GIDMappings)}
 }
 
 // cgroupDriver is cfg's cgroup driver (Validate checked it).
