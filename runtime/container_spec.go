@@ -13,6 +13,7 @@ import (
 
 	"github.com/containerd/continuity/fs"
 	securejoin "github.com/cyphar/filepath-securejoin"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -256,4 +257,21 @@ func hasMount(ms []*runtimeapi.Mount, containerPath string) bool {
 func sandboxOf(p *state.Pod) specgen.Sandbox {
 	return specgen.Sandbox{PodID: p.ID, Name: p.Name, Namespace: p.Namespace, NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, PausePID: p.PausePID, Hostname: podHostname(p), HostNetwork: p.HostNetwork, HostIPC: p.HostIPC, HostPID: p.HostPID, SharePID: p.ShareProcNS, Cgroup: podCgroup(p), OOMScoreAdjFloor: oomScoreAdjFloor(),
 		UIDMappings: ociIDMappings(p.UIDMappings), GIDMappings: ociIDMappings(p.GIDMappings)}
+}
+
+// hookFor returns the createContainer hook that bind-mounts the "hook"
+// injection point's mounts (this binary, `podlab hook create-container`), or nil.
+func (r *Runtime) hookFor(inj *inject.Injection) (*specs.Hook, error) {
+	if len(inj.HookMounts) == 0 {
+		return nil, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	h, err := inject.CreateContainerHook(exe, inj.HookMounts)
+	if err != nil {
+		return nil, err
+	}
+	return &h, nil
 }

@@ -225,23 +225,6 @@ func readLayersJSON(bundle string) (*Layers, error) {
 // ReadSpec loads a bundle's config.json.
 func ReadSpec(bundle string) (*specs.Spec, error) { return oci.ReadSpec(bundle) }
 
-// hookFor returns the createContainer hook that bind-mounts the "hook"
-// injection point's mounts (this binary, `podlab hook create-container`), or nil.
-func (r *Runtime) hookFor(inj *inject.Injection) (*specs.Hook, error) {
-	if len(inj.HookMounts) == 0 {
-		return nil, nil
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	h, err := inject.CreateContainerHook(exe, inj.HookMounts)
-	if err != nil {
-		return nil, err
-	}
-	return &h, nil
-}
-
 // RefreshContainer fills in exit status written by the shim and corrects a
 // Running container whose process is gone.
 func RefreshContainer(c *state.Container) {
