@@ -109,10 +109,12 @@ func Build(ctx context.Context, c *Container, sb *Sandbox) (*specs.Spec, error) 
 	return New(ctx, Opts(c, sb)...)
 }
 
-// Opts are Build's steps, in the order they must run: the process before
-// the mounts (the user is resolved in the image's rootfs), the devices
-// before the privileged relaxations (a privileged container's devices
-// cgroup allows all).
+// Opts are Build's steps, in the order they run. Where the order matters:
+// the mounts and the devices come before WithPrivileged, which makes /sys
+// writable again and replaces the devices cgroup's entries with one that
+// allows all; the capabilities before Generate's seccomp profile, which
+// allows some syscalls by capability; the annotations are set whole, so
+// last.
 func Opts(c *Container, sb *Sandbox) []Opt {
 	cfg, img := c.Config, c.Image
 	sc := cfg.Linux.SecurityContext
