@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/moby/sys/capability"
-
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
