@@ -31,7 +31,7 @@ type criServer struct {
 	config    string // podlab config: TestMain's plus the test's extra YAML
 	crictlCfg string
 	crictlBin string
-	logPath   string // the servers' combined stdout/stderr
+	logPath   string   // the servers' combined stdout/stderr
 	serveArgs []string // podlab serve's flags beyond --listen and --log-level
 
 	cmd  *exec.Cmd
