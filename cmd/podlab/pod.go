@@ -198,6 +198,7 @@ func podCommand(g *globalFlags, names []string, ignoreMissing bool, fn func(*kub
 
 func newTraceCmd(g *globalFlags) *cobra.Command {
 	var output, podKey, export string
+	var polls bool
 	cmd := &cobra.Command{
 		Use:   "trace POD | trace --pod NS/NAME",
 		Short: "Show the timed stages of a pod's creation, under the CRI calls that ran them; with --pod, one waterfall across apiserver, kubelet and podlab",
@@ -208,7 +209,7 @@ over OTLP (--otlp-listen) and its own: the apiserver's requests on the pod
 (its binding, status updates) and the creates that made it, the kubelet's
 syncPod and CRI client calls, podlab's CRI calls under them and podlab's
 stages under those. The LINK column says how each span was tied to the
-pod: attrs (it names the pod, its uid or sandbox), url (an apiserver
+pod (--polls also shows the kubelet's status polling): attrs (it names the pod, its uid or sandbox), url (an apiserver
 request on .../pods/NAME), trace (it shares a trace with one of those),
 ns+time (an apiserver create whose URL names no object: the last pods,
 replicasets, deployments create in the namespace before the pod's first
@@ -223,13 +224,13 @@ span, a guess).`,
 				if len(args) > 0 {
 					return fmt.Errorf("trace: give either POD or --pod NS/NAME, not both")
 				}
-				return podWaterfall(cmd.Context(), g, podKey, output, export)
+				return podWaterfall(cmd.Context(), g, podKey, output, export, otlp.Options{Polls: polls})
 			}
 			if len(args) != 1 {
 				return fmt.Errorf("trace: POD or --pod NS/NAME required")
 			}
-			if export != "" {
-				return fmt.Errorf("--otlp-export: only with --pod")
+			if export != "" || polls {
+				return fmt.Errorf("--otlp-export and --polls: only with --pod")
 			}
 			rt, err := g.runtime()
 			if err != nil {
@@ -267,11 +268,12 @@ span, a guess).`,
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, yaml or chrome (trace-event JSON)")
 	cmd.Flags().StringVar(&podKey, "pod", "", "NS/NAME: the waterfall of this Kubernetes pod across apiserver, kubelet and podlab, from the spans podlab serve kept (see serve --otlp-listen)")
 	cmd.Flags().StringVar(&export, "otlp-export", "", "with --pod: also send the waterfall's spans to this OTLP/gRPC collector (host:port)")
+	cmd.Flags().BoolVar(&polls, "polls", false, "with --pod: also show the kubelet's status polling (a trace per PodSandboxStatus, ContainerStatus ... call)")
 	return cmd
 }
 
 // podWaterfall prints pod NS/NAME's waterfall from the span store.
-func podWaterfall(ctx context.Context, g *globalFlags, key, output, export string) error {
+func podWaterfall(ctx context.Context, g *globalFlags, key, output, export string, opts otlp.Options) error {
 	ns, name, ok := strings.Cut(key, "/")
 	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
 		return fmt.Errorf("--pod %q: want NAMESPACE/NAME", key)
@@ -284,7 +286,7 @@ func podWaterfall(ctx context.Context, g *globalFlags, key, output, export strin
 	if err != nil {
 		return err
 	}
-	w, err := otlp.PodWaterfall(ix, ns, name)
+	w, err := otlp.PodWaterfall(ix, ns, name, opts)
 	if err != nil {
 		return err
 	}

@@ -221,7 +221,7 @@ func TestWaterfall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := PodWaterfall(ix, "default", "web-abc-x1")
+	w, err := PodWaterfall(ix, "default", "web-abc-x1", Options{Polls: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,6 +246,14 @@ func TestWaterfall(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("waterfall:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// Without Polls, the status poll's trace is counted, not shown.
+	quiet, err := PodWaterfall(ix, "default", "web-abc-x1", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(quiet.Rows) != len(want)-1 || quiet.HiddenPolls != 1 || quiet.Rows[len(quiet.Rows)-1].Label() != "KubernetesAPI PATCH pods/web-abc-x1/status" {
+		t.Errorf("without polls: %d rows, %d hidden; want %d, 1", len(quiet.Rows), quiet.HiddenPolls, len(want)-1)
 	}
 	if !w.Begin.Equal(at(0)) {
 		t.Errorf("begins %v, want the deployment create's %v", w.Begin, at(0))

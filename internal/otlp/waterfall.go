@@ -43,12 +43,43 @@ type Waterfall struct {
 	Pod   string    `json:"pod"`
 	Begin time.Time `json:"begin"`
 	Rows  []Row     `json:"spans"`
+	// HiddenPolls counts the traces left out as status polling.
+	HiddenPolls int `json:"hiddenPolls,omitempty"`
+}
+
+// Options choose what a waterfall shows.
+type Options struct {
+	// Polls keeps the traces that are only status polling: the kubelet
+	// asks PodSandboxStatus and ContainerStatus of a running pod every
+	// second or so, each call a trace of its own, for as long as the pod
+	// runs. Without it they are counted, not shown.
+	Polls bool
+}
+
+// isPoll says whether a span is a CRI status or list call, the kubelet's
+// or podlab's (runtime.v1.RuntimeService/PodSandboxStatus, CRI
+// ContainerStatus app).
+func isPoll(s Span) bool {
+	m := s.Attrs[AttrRPCMethod]
+	if m == "" {
+		m = s.Name
+		if i := strings.LastIndex(m, "/"); i >= 0 {
+			m = m[i+1:]
+		}
+		m = strings.TrimPrefix(m, "CRI ")
+		m, _, _ = strings.Cut(m, " ")
+	}
+	switch m {
+	case "PodSandboxStatus", "ContainerStatus", "ListPodSandbox", "ListContainers", "PodSandboxStats", "ContainerStats", "ListContainerStats", "ListPodSandboxStats":
+		return true
+	}
+	return false
 }
 
 // PodWaterfall gathers the spans of pod NS/NAME from the index: those
 // naming it (and, through them, its uid and sandbox ids), all spans of
 // their traces, and the apiserver creates that made it (LinkGuess).
-func PodWaterfall(ix *Index, namespace, name string) (*Waterfall, error) {
+func PodWaterfall(ix *Index, namespace, name string, opts Options) (*Waterfall, error) {
 	keys := map[string]bool{keyPod + namespace + "/" + name: true}
 	// A span naming the pod and its uid or sandbox id ties those to it:
 	// then spans naming only the uid (the kubelet's) or the sandbox are
@@ -69,6 +100,10 @@ func PodWaterfall(ix *Index, namespace, name string) (*Waterfall, error) {
 	spans, err := ix.Spans(traces)
 	if err != nil {
 		return nil, err
+	}
+	hidden := 0
+	if !opts.Polls {
+		spans, hidden = dropPolls(spans)
 	}
 	link := map[string]string{}
 	var firstNamed time.Time
@@ -101,7 +136,7 @@ func PodWaterfall(ix *Index, namespace, name string) (*Waterfall, error) {
 		}
 	}
 	spans = append(spans, guessed...)
-	w := &Waterfall{Pod: namespace + "/" + name}
+	w := &Waterfall{Pod: namespace + "/" + name, HiddenPolls: hidden}
 	w.Rows = tree(spans, link)
 	for _, r := range w.Rows {
 		if w.Begin.IsZero() || r.Start.Before(w.Begin) {
@@ -109,6 +144,27 @@ func PodWaterfall(ix *Index, namespace, name string) (*Waterfall, error) {
 		}
 	}
 	return w, nil
+}
+
+// dropPolls leaves out the traces all of whose spans are polls (the
+// podlab stages under a poll call included: a status call records none).
+func dropPolls(spans []Span) (kept []Span, dropped int) {
+	poll := map[string]bool{}
+	for _, s := range spans {
+		p, seen := poll[s.TraceID]
+		poll[s.TraceID] = isPoll(s) && (p || !seen)
+	}
+	for _, s := range spans {
+		if !poll[s.TraceID] {
+			kept = append(kept, s)
+		}
+	}
+	for _, p := range poll {
+		if p {
+			dropped++
+		}
+	}
+	return kept, dropped
 }
 
 func isRequest(s Span) bool {
@@ -263,6 +319,9 @@ func (w *Waterfall) WriteTable(out io.Writer) {
 		}
 		name := strings.Repeat("  ", r.Depth) + r.Label()
 		fmt.Fprintf(out, "%-*s %-*s %10s %10s %-7s  %s\n", swidth, r.Service, width, name, ms(r.Start.Sub(w.Begin)), ms(r.Duration()), r.Link, bar)
+	}
+	if w.HiddenPolls > 0 {
+		fmt.Fprintf(out, "(%d status polls not shown: --polls shows them)\n", w.HiddenPolls)
 	}
 }
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/podlab/podlab/internal/otlp"
 )
 
 // waterfallRow is a row of `podlab trace --pod -o json`.
@@ -46,7 +49,27 @@ func TestKubeletTraceWaterfall(t *testing.T) {
 	rootSetup(t)
 	bin := kubeletBinary(t)
 	otlpAddr := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
-	s := newCRIWithArgs(t, kubeletFile(t, "podlab-rules.yaml"), "--otlp-listen", otlpAddr)
+	// A collector of the test's own, for serve's --otlp-export.
+	collector := t.TempDir()
+	store, err := otlp.OpenStore(collector, otlp.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	collected := make(chan error, 1)
+	go func() { collected <- otlp.NewReceiver(store, nil).Serve(ctx, cl) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-collected; err != nil {
+			t.Error(err)
+		}
+		store.Close()
+	})
+	s := newCRIWithArgs(t, kubeletFile(t, "podlab-rules.yaml"), "--otlp-listen", otlpAddr, "--otlp-export", cl.Addr().String())
 	kdir := filepath.Join(s.dir, "kubelet")
 	hostState := filepath.Join(s.dir, "host-state")
 	if err := kubeletLib(t, "kubelet_save_host", hostState); err != nil {
@@ -206,6 +229,30 @@ func TestKubeletTraceWaterfall(t *testing.T) {
 	}
 	if !procs["kubelet"] || !procs["podlab"] {
 		t.Errorf("the Chrome trace's processes are %v, want kubelet and podlab", procs)
+	}
+	// serve sent its spans and the kubelet's on to the collector: the
+	// same waterfall can be made there.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		ix, err := otlp.ReadIndex(collector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := otlp.PodWaterfall(ix, md.Namespace, md.Name, otlp.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		services := map[string]int{}
+		for _, r := range w.Rows {
+			if r.Name == "CRI StartContainer app" && r.Service == "podlab" || r.Name == "runtime.v1.RuntimeService/StartContainer" && r.Service == "kubelet" {
+				services[r.Service]++
+			}
+		}
+		if services["podlab"] > 0 && services["kubelet"] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the collector behind --otlp-export lacks podlab's or the kubelet's StartContainer span of %s after 30 s: %v", key, services)
+		}
 	}
 	// The pod's own trace still works as it did.
 	if tr := s.podlabOK(t, "trace", pods[0].ID); !strings.Contains(tr, "CRI RunPodSandbox") {
