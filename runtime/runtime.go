@@ -132,11 +132,6 @@ func (r *Runtime) volumesDir(p *state.Pod) string {
 	return filepath.Join(r.Store.PodDir(p.ID), "volumes")
 }
 
-func sandboxOf(p *state.Pod) sandboxInfo {
-	return sandboxInfo{PodID: p.ID, NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, PausePID: p.PausePID, Hostname: podHostname(p), HostNetwork: p.HostNetwork, HostIPC: p.HostIPC, HostPID: p.HostPID, SharePID: p.ShareProcNS, Cgroup: podCgroup(p), OOMScoreAdjFloor: oomScoreAdjFloor(),
-		UIDMappings: ociIDMappings(p.UIDMappings), GIDMappings: ociIDMappings(p.GIDMappings)}
-}
-
 // cgroupDriver is cfg's cgroup driver (Validate checked it).
 func cgroupDriver(cfg *config.Config) cgroups.Driver {
 	d, err := cgroups.ParseDriver(cfg.CgroupDriver)
@@ -233,23 +228,6 @@ func readLayersJSON(bundle string) (*Layers, error) {
 
 // ReadSpec loads a bundle's config.json.
 func ReadSpec(bundle string) (*specs.Spec, error) { return oci.ReadSpec(bundle) }
-
-// hookFor returns the createContainer hook that bind-mounts the "hook"
-// injection point's mounts (this binary, `podlab hook create-container`), or nil.
-func (r *Runtime) hookFor(inj *inject.Injection) (*specs.Hook, error) {
-	if len(inj.HookMounts) == 0 {
-		return nil, nil
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	h, err := inject.CreateContainerHook(exe, inj.HookMounts)
-	if err != nil {
-		return nil, err
-	}
-	return &h, nil
-}
 
 // RefreshContainer fills in exit status written by the shim and corrects a
 // Running container whose process is gone.
