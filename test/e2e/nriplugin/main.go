@@ -1,7 +1,7 @@
 // Command nriplugin is the NRI plugin podlab's e2e tests run, built on
 // containerd/nri's stub as NRI's own example plugins are: it adds env vars
 // and bind mounts to the containers of pods that carry a label, or fails
-// their creation. It prints "synchronized" once the runtime synchronized
+// their creation, and can record the containers it hears stop. It prints "synchronized" once the runtime synchronized
 // it, so a test knows it takes part in the next event.
 package main
 
@@ -22,6 +22,7 @@ type plugin struct {
 	mounts   []*api.Mount
 	selector map[string]string
 	fail     bool
+	stopped  string // a file to append the name of each stopped container to
 }
 
 func (p *plugin) Synchronize(context.Context, []*api.PodSandbox, []*api.Container) ([]*api.ContainerUpdate, error) {
@@ -55,6 +56,19 @@ func (p *plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	return adjust, nil, nil
 }
 
+func (p *plugin) StopContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
+	if p.stopped == "" {
+		return nil, nil
+	}
+	f, err := os.OpenFile(p.stopped, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	_, err = fmt.Fprintln(f, ctr.Name)
+	return nil, err
+}
+
 type list []string
 
 func (l *list) String() string     { return strings.Join(*l, ",") }
@@ -66,12 +80,13 @@ func main() {
 	idx := flag.String("idx", "50", "plugin index (its order among plugins)")
 	socket := flag.String("socket", "", "the runtime's NRI socket")
 	fail := flag.Bool("fail", false, "fail the creation of the containers it selects")
+	stopped := flag.String("stopped", "", "a file to append the name of each container it hears stop to")
 	flag.Var(&env, "env", "KEY=VALUE to add (repeatable)")
 	flag.Var(&mounts, "mount", "HOSTPATH:CONTAINERPATH to bind read-only (repeatable)")
 	flag.Var(&selector, "select", "KEY=VALUE a pod's labels must hold (repeatable)")
 	flag.Parse()
 
-	p := &plugin{fail: *fail, selector: map[string]string{}}
+	p := &plugin{fail: *fail, stopped: *stopped, selector: map[string]string{}}
 	for _, e := range env {
 		k, v, _ := strings.Cut(e, "=")
 		p.env = append(p.env, &api.KeyValue{Key: k, Value: v})
