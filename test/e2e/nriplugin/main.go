@@ -1,8 +1,11 @@
 // Command nriplugin is the NRI plugin podlab's e2e tests run, built on
 // containerd/nri's stub as NRI's own example plugins are: it adds env vars
 // and bind mounts to the containers of pods that carry a label, or fails
-// their creation, and can record the containers it hears stop. It prints "synchronized" once the runtime synchronized
-// it, so a test knows it takes part in the next event.
+// their creation. It prints "synchronized" once the runtime synchronized
+// it, so a test knows it takes part in the next event, then a line for
+// each pod event of a pod it selects (the pod's name and resources as NRI
+// gave them), and can fail a pod's resource update and record the
+// containers it hears stop.
 package main
 
 import (
@@ -18,11 +21,12 @@ import (
 )
 
 type plugin struct {
-	env      []*api.KeyValue
-	mounts   []*api.Mount
-	selector map[string]string
-	fail     bool
-	stopped  string // a file to append the name of each stopped container to
+	env        []*api.KeyValue
+	mounts     []*api.Mount
+	selector   map[string]string
+	fail       bool
+	failUpdate bool
+	stopped    string // a file to append the name of each stopped container to
 }
 
 func (p *plugin) Synchronize(context.Context, []*api.PodSandbox, []*api.Container) ([]*api.ContainerUpdate, error) {
@@ -56,6 +60,42 @@ func (p *plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	return adjust, nil, nil
 }
 
+// resources is "memory=LIMIT cpu-shares=SHARES" of r, "-" for each unset.
+func resources(r *api.LinuxResources) string {
+	mem, shares := "-", "-"
+	if v := r.GetMemory().GetLimit(); v != nil {
+		mem = fmt.Sprint(v.GetValue())
+	}
+	if v := r.GetCpu().GetShares(); v != nil {
+		shares = fmt.Sprint(v.GetValue())
+	}
+	return "memory=" + mem + " cpu-shares=" + shares
+}
+
+func (p *plugin) event(name string, pod *api.PodSandbox, overhead, res *api.LinuxResources) {
+	if p.selects(pod) {
+		fmt.Printf("%s %s resources %s overhead %s\n", name, pod.Name, resources(res), resources(overhead))
+	}
+}
+
+func (p *plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	p.event("RunPodSandbox", pod, pod.GetLinux().GetPodOverhead(), pod.GetLinux().GetPodResources())
+	return nil
+}
+
+func (p *plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, overhead, res *api.LinuxResources) error {
+	p.event("UpdatePodSandbox", pod, overhead, res)
+	if p.failUpdate && p.selects(pod) {
+		return errors.New("refused by the e2e plugin (-fail-update)")
+	}
+	return nil
+}
+
+func (p *plugin) PostUpdatePodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	p.event("PostUpdatePodSandbox", pod, pod.GetLinux().GetPodOverhead(), pod.GetLinux().GetPodResources())
+	return nil
+}
+
 func (p *plugin) StopContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
 	if p.stopped == "" {
 		return nil, nil
@@ -80,13 +120,14 @@ func main() {
 	idx := flag.String("idx", "50", "plugin index (its order among plugins)")
 	socket := flag.String("socket", "", "the runtime's NRI socket")
 	fail := flag.Bool("fail", false, "fail the creation of the containers it selects")
+	failUpdate := flag.Bool("fail-update", false, "fail the resource updates of the pods it selects")
 	stopped := flag.String("stopped", "", "a file to append the name of each container it hears stop to")
 	flag.Var(&env, "env", "KEY=VALUE to add (repeatable)")
 	flag.Var(&mounts, "mount", "HOSTPATH:CONTAINERPATH to bind read-only (repeatable)")
 	flag.Var(&selector, "select", "KEY=VALUE a pod's labels must hold (repeatable)")
 	flag.Parse()
 
-	p := &plugin{fail: *fail, stopped: *stopped, selector: map[string]string{}}
+	p := &plugin{fail: *fail, failUpdate: *failUpdate, stopped: *stopped, selector: map[string]string{}}
 	for _, e := range env {
 		k, v, _ := strings.Cut(e, "=")
 		p.env = append(p.env, &api.KeyValue{Key: k, Value: v})
