@@ -14,6 +14,7 @@ import (
 
 	"github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/internal/oci"
+	"github.com/podlab/podlab/internal/otlp"
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/rootfs"
@@ -55,6 +56,9 @@ type Runtime struct {
 	// NRI relays the pods' and containers' lifecycle to NRI plugins (nil:
 	// disabled; `podlab serve` starts it, see StartNRI).
 	NRI *nri.API
+	// Spans, if set, takes the CRI calls `podlab serve` answers as OTLP
+	// spans, each operation's stages under its call (see CallLog).
+	Spans otlp.Sink
 	// creating holds the IDs of containers whose CreateContainer is under
 	// way: recorded (for gc) but not yet a container a client can know of,
 	// as a pod that is Creating.
