@@ -12,7 +12,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 GOTAGS   ?= seccomp
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build setup setup-demo install demo kubelet kubelet-demo bench-kubelet test unit-test fuzz flake soak bench lint clean docs check-docs critest
+.PHONY: all build setup setup-demo install demo kubelet kubelet-demo bench-kubelet cluster-bins cluster-demo test unit-test fuzz flake soak bench lint clean docs check-docs critest
 
 all: build
 
@@ -43,6 +43,17 @@ demo: setup-demo build
 # cached in /var/cache/podlab) drives podlab serve with a static pod.
 kubelet-demo: setup build
 	./scripts/kubelet-demo.sh
+
+# A kubeadm node on podlab (scripts/cluster.sh up), workloads, kubectl's
+# streaming verbs, then scripts/cluster.sh down and a leak check. The
+# Kubernetes binaries, etcd and CoreDNS are built once (tens of minutes
+# cold) and cached under /var/cache/podlab.
+cluster-demo: setup build cluster-bins
+	./scripts/cluster-demo.sh
+
+cluster-bins: kubelet
+	./scripts/build-k8s.sh >/dev/null
+	./scripts/build-etcd-coredns.sh >/dev/null
 
 # The kubelet e2e test drives the real kubelet: built (or found in its
 # cache outside the clone) before the tests, not inside one under go
