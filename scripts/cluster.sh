@@ -24,7 +24,7 @@
 # what it lists, so a failed up is undone by down.
 #
 # Env: CLUSTER_DIR (/var/lib/podlab-cluster), PODLAB (bin/podlab of the
-# clone), CLUSTER_ADDR (10.78.0.1).
+# clone; podlab-pause and podlab-shim beside it), CLUSTER_ADDR (10.78.0.1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin:/opt/podlab/bin
@@ -34,7 +34,16 @@ export PATH=$PATH:/usr/local/go/bin:/opt/podlab/bin
 dir=${CLUSTER_DIR:-/var/lib/podlab-cluster}
 addr=${CLUSTER_ADDR:-10.78.0.1}
 link=podlab-k8s
-sock=/run/podlab/podlab.sock
+# The node's runtime: podlab, or containerd 2.4 (scripts/build-containerd.sh
+# and Debian's runc) for comparison on the same node shape (its own bridge
+# and subnet: podlab0 holds 10.77.0.0/16 on the host).
+# down takes the one up recorded.
+runtime=${CLUSTER_RUNTIME:-$(cat "${CLUSTER_DIR:-/var/lib/podlab-cluster}/runtime" 2>/dev/null || echo podlab)}
+case $runtime in
+  podlab) sock=/run/podlab/podlab.sock pod_cidr=10.77.0.0/16 ;;
+  containerd) sock=/run/podlab-cluster-containerd/containerd.sock pod_cidr=10.79.0.0/16 ;;
+  *) echo "cluster.sh: CLUSTER_RUNTIME $runtime is neither podlab nor containerd" >&2; exit 2 ;;
+esac
 podlab_bin=${PODLAB:-$PWD/bin/podlab}
 admin=/etc/kubernetes/admin.conf
 k8s_version=v1.34.4
@@ -46,9 +55,11 @@ otlp=127.0.0.1:4317
 # Dirs kubeadm, the kubelet, kube-proxy and this script make, removed by
 # down when up found them absent.
 CLUSTER_DIRS=(/etc/kubernetes /var/lib/kubelet /var/lib/etcd /var/log/pods /var/log/containers
-  /usr/libexec/kubernetes /run/podlab /run/xtables.lock /etc/cni /opt/cni "$dir")
+  /usr/libexec/kubernetes /run/podlab /run/xtables.lock /etc/cni /opt/cni /run/containerd
+  /run/podlab-cluster-containerd /var/lib/cni "$dir")
 # Sysctls the kubelet, kube-proxy and podlab's bridge may change.
-CLUSTER_SYSCTLS=("${KUBELET_SYSCTLS[@]}" net.ipv4.ip_forward net.ipv4.conf.all.route_localnet
+CLUSTER_SYSCTLS=("${KUBELET_SYSCTLS[@]}" vm.panic_on_oom kernel.keys.root_maxkeys kernel.keys.root_maxbytes
+  net.ipv4.ip_forward net.ipv4.conf.all.route_localnet
   net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables)
 
 say() { printf '== %s\n' "$*" >&2; }
@@ -85,9 +96,13 @@ up() {
   fi
   mkdir -p "$dir"
   save_host
+  echo "$runtime" > "$dir/runtime"
   start_registry
   images
-  start_podlab
+  case $runtime in
+    podlab) start_podlab ;;
+    containerd) start_containerd ;;
+  esac
   add_link
   write_configs
   kubeadm_init
@@ -143,11 +158,11 @@ start_registry() {
 images() {
   local reg stamp stampf=/var/cache/podlab/cluster-registry/images.stamp
   reg=$(cat "$dir/registry")
-  stamp=$( { cat test/clusterimages/*.go; ls -l --time-style=+%s "$k8s"/kube-* "$etcd" "$coredns" bin/podlab-pause; } | sha256sum | cut -c1-16)
+  stamp=$( { cat test/clusterimages/*.go; ls -l --time-style=+%s "$k8s"/kube-* "$etcd" "$coredns" "$(dirname "$podlab_bin")/podlab-pause"; } | sha256sum | cut -c1-16)
   [ "$(cat "$stampf" 2>/dev/null)" = "$stamp" ] && return 0
   say "building the control-plane images into the registry on $reg"
   go run ./test/clusterimages -registry "$reg" -k8s "$k8s" -k8s-version "$k8s_version" \
-    -etcd "$etcd" -coredns "$coredns" -pause "$PWD/bin/podlab-pause" >&2
+    -etcd "$etcd" -coredns "$coredns" -pause "$(dirname "$podlab_bin")/podlab-pause" >&2
   echo "$stamp" > "$stampf"
 }
 
@@ -170,6 +185,63 @@ EOF
   start "$dir/podlab.pid" "$dir/podlab-serve.log" "$podlab_bin" --config "$dir/podlab.yaml" serve --listen "unix://$sock"
   for _ in $(seq 100); do [ -S "$sock" ] && return 0; sleep 0.1; done
   die "podlab serve did not start: $(tail -5 "$dir/podlab-serve.log")"
+}
+
+# start_containerd: containerd 2.4 with the node's images through the same
+# loopback registry (hosts.toml), its own bridge on $pod_cidr, cgroupfs,
+# and the pause image kubeadm names as its sandbox image.
+start_containerd() {
+  local reg d=$dir/containerd ctd
+  reg=$(cat "$dir/registry")
+  ctd=$(scripts/build-containerd.sh)
+  mkdir -p "$d/certs.d/registry.k8s.io" "$d/cni" "$(dirname "$sock")"
+  printf 'server = "http://%s"\n\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' "$reg" "$reg" > "$d/certs.d/registry.k8s.io/hosts.toml"
+  cat > "$d/cni/10-cluster.conflist" <<EOF
+{"cniVersion": "1.0.0", "name": "podlab-cluster-ctd", "plugins": [
+  {"type": "bridge", "bridge": "plk8s0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+   "ipam": {"type": "host-local", "dataDir": "$d/ipam", "ranges": [[{"subnet": "$pod_cidr"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+  {"type": "portmap", "capabilities": {"portMappings": true}},
+  {"type": "loopback"}]}
+EOF
+  cat > "$d/config.toml" <<EOF
+version = 3
+root = "$d/root"
+state = "$(dirname "$sock")/state"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]
+[grpc]
+  address = "$sock"
+[ttrpc]
+  address = "$sock.ttrpc"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$d/opt"
+[plugins.'io.containerd.grpc.v1.cri']
+  stream_server_address = '127.0.0.1'
+  stream_server_port = '0'
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = 'overlayfs'
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = 'registry.k8s.io/pause:3.10.1'
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = '$d/certs.d'
+[plugins.'io.containerd.cri.v1.runtime']
+  # No CAP_SYS_RESOURCE on this VM: runc cannot lower oom_score_adj.
+  restrict_oom_score_adj = true
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ['/opt/podlab/cni/bin']
+    conf_dir = '$d/cni'
+  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+    runtime_type = 'io.containerd.runc.v2'
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+      BinaryName = '$(command -v runc)'
+      SystemdCgroup = false
+EOF
+  PATH=$ctd:$PATH start "$dir/containerd.pid" "$dir/containerd.log" "$ctd/containerd" --config "$d/config.toml"
+  for _ in $(seq 100); do [ -S "$sock" ] && return 0; sleep 0.1; done
+  die "containerd did not start: $(tail -5 "$dir/containerd.log")"
 }
 
 add_link() {
@@ -205,25 +277,16 @@ nodeRegistration:
   kubeletExtraArgs:
   - {name: node-ip, value: "$addr"}
   ignorePreflightErrors:
-  # No systemd here: kubeadm cannot enable the kubelet's unit (this script
-  # starts the kubelet itself with the files kubeadm writes).
-  - Service-Kubelet
   # The kernel's config is neither in /proc/config.gz nor /boot on this VM,
   # and its cgroups are a hybrid v1/v2 layout the validator rejects.
   - SystemVerification
-  # Tools kubeadm looks for on the host that this node never runs
-  # (kube-proxy's image holds its own iptables).
-  - FileExisting-conntrack
-  - FileExisting-socat
-  - FileExisting-ethtool
-  - FileExisting-crictl
 ---
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: ClusterConfiguration
 kubernetesVersion: $k8s_version
 clusterName: podlab
 networking:
-  podSubnet: 10.77.0.0/16
+  podSubnet: $pod_cidr
   serviceSubnet: 10.96.0.0/12
 apiServer:
   extraArgs:
@@ -258,7 +321,7 @@ tracing:
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
-clusterCIDR: 10.77.0.0/16
+clusterCIDR: $pod_cidr
 iptables:
   # A Service's backend on the same bridge answers through the host, where
   # the DNAT is undone, whatever br_netfilter says.
@@ -275,19 +338,19 @@ EOF
 }
 
 # kubeadm_init runs kubeadm init and, once its kubelet-start phase has
-# written the kubelet's files, starts the kubelet as kubeadm's systemd
-# drop-in (10-kubeadm.conf) would.
+# written the kubelet's files (it says "Starting the kubelet" after them,
+# and tries systemd), starts the kubelet as kubeadm's systemd drop-in
+# (10-kubeadm.conf) would.
 kubeadm_init() {
   say "kubeadm init --cri-socket unix://$sock"
   kubeadm init --config "$dir/kubeadm.yaml" >"$dir/kubeadm-init.log" 2>&1 &
   local init=$!
-  for _ in $(seq 1800); do
-    [ -s /var/lib/kubelet/kubeadm-flags.env ] && [ -s /var/lib/kubelet/config.yaml ] && break
+  for _ in $(seq 3000); do
+    grep -q '^\[kubelet-start\] Starting the kubelet' "$dir/kubeadm-init.log" && break
     kill -0 "$init" 2>/dev/null || break
     sleep 0.2
   done
-  if [ -s /var/lib/kubelet/config.yaml ]; then
-    sleep 0.5 # the file is written in one go; let kubeadm finish it
+  if grep -q '^\[kubelet-start\] Starting the kubelet' "$dir/kubeadm-init.log"; then
     # shellcheck disable=SC1091
     . /var/lib/kubelet/kubeadm-flags.env
     # shellcheck disable=SC2086
@@ -338,6 +401,8 @@ down() {
     done
   fi
   stop_pid "$dir/podlab.pid"
+  stop_pid "$dir/containerd.pid"
+  ip link del plk8s0 2>/dev/null || true
   stop_pid "$dir/registry.pid"
   [ -f "$dir/podlab.yaml" ] && { "$podlab_bin" --config "$dir/podlab.yaml" gc >/dev/null 2>&1 || rc=1; }
   say "kube-proxy's iptables rules"
