@@ -58,7 +58,7 @@ cluster-bins: kubelet
 # The kubelet e2e test drives the real kubelet: built (or found in its
 # cache outside the clone) before the tests, not inside one under go
 # test's timeout. The timeout covers the whole root suite on 2 cores.
-test: setup build kubelet
+test: setup build kubelet cluster-bins
 	$(GO) test -tags '$(GOTAGS)' -p 1 -count=1 -timeout 30m ./...
 
 kubelet:
