@@ -245,7 +245,10 @@ EOF
 }
 
 add_link() {
-  ip link show "$link" >/dev/null 2>&1 || ip link add "$link" type dummy
+  # A dummy device where the kernel has the module; else an ifb device (this
+  # VM's kernel has no dummy), which holds a local address just as well.
+  ip link show "$link" >/dev/null 2>&1 || ip link add "$link" type dummy 2>/dev/null ||
+    ip link add "$link" type ifb
   ip addr replace "$addr/32" dev "$link"
   ip link set "$link" up
 }
