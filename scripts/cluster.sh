@@ -450,8 +450,10 @@ clean_kube_chains() {
 
 restore_host() {
   local ok=0 kind a b m
-  # mounts the kubelet left under its root (reset unmounts them too)
-  awk 'index($5, "/var/lib/kubelet/") == 1 { print $5 }' /proc/self/mountinfo | sort -r |
+  # mounts the kubelet left under its root (reset unmounts them too), and
+  # the root itself, which the kubelet bind-mounts onto itself to make it
+  # a shared mount
+  awk '$5 == "/var/lib/kubelet" || index($5, "/var/lib/kubelet/") == 1 { print $5 }' /proc/self/mountinfo | sort -r |
     while read -r m; do umount -l "$m" || true; done
   kubelet_restore_host "$dir/host-state" "" || ok=1
   while read -r kind a b; do
