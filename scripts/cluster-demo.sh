@@ -23,6 +23,9 @@ finish() {
     echo "cluster-demo: FAILED at $(elapsed); pods:" >&2
     kubectl get pods -A -o wide >&2
     kubectl get events -A --sort-by=.lastTimestamp 2>/dev/null | tail -20 >&2
+    echo "-- client's init container (the Service by name):" >&2
+    kubectl logs client -c wait-web --tail=20 >&2
+    kubectl -n kube-system logs -l k8s-app=kube-dns --tail=10 >&2
   fi
   if [ -z "${CLUSTER_DEMO_KEEP:-}" ]; then
     scripts/cluster.sh down || rc=1
