@@ -12,7 +12,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 GOTAGS   ?= seccomp
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build setup setup-demo install demo kubelet kubelet-demo bench-kubelet cluster-bins cluster-demo test unit-test fuzz flake soak bench lint clean docs check-docs critest
+.PHONY: all build setup setup-demo install demo kubelet kubelet-demo bench-kubelet cluster-bins cluster-demo test-cluster test unit-test fuzz flake soak bench lint clean docs check-docs critest
 
 all: build
 
@@ -51,6 +51,10 @@ kubelet-demo: setup build
 cluster-demo: setup build cluster-bins
 	./scripts/cluster-demo.sh
 
+# The kubeadm node e2e test alone (builds the cluster's binaries first).
+test-cluster: setup build cluster-bins
+	PODLAB_E2E_CLUSTER=1 $(GO) test -tags '$(GOTAGS)' -count=1 -timeout 30m -run '^TestClusterKubeadm$$' -v ./test/e2e
+
 cluster-bins: kubelet
 	./scripts/build-k8s.sh >/dev/null
 	./scripts/build-etcd-coredns.sh >/dev/null
@@ -58,7 +62,7 @@ cluster-bins: kubelet
 # The kubelet e2e test drives the real kubelet: built (or found in its
 # cache outside the clone) before the tests, not inside one under go
 # test's timeout. The timeout covers the whole root suite on 2 cores.
-test: setup build kubelet cluster-bins
+test: setup build kubelet
 	$(GO) test -tags '$(GOTAGS)' -p 1 -count=1 -timeout 30m ./...
 
 kubelet:
