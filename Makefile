@@ -12,7 +12,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 GOTAGS   ?= seccomp
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build setup setup-demo install demo kubelet kubelet-demo bench-kubelet test unit-test fuzz flake soak bench lint clean docs check-docs critest
+.PHONY: all build setup setup-demo install demo kubelet kubelet-demo bench-kubelet cluster-bins cluster-demo test-cluster test unit-test fuzz flake soak bench lint clean docs check-docs critest
 
 all: build
 
@@ -43,6 +43,21 @@ demo: setup-demo build
 # cached in /var/cache/podlab) drives podlab serve with a static pod.
 kubelet-demo: setup build
 	./scripts/kubelet-demo.sh
+
+# A kubeadm node on podlab (scripts/cluster.sh up), workloads, kubectl's
+# streaming verbs, then scripts/cluster.sh down and a leak check. The
+# Kubernetes binaries, etcd and CoreDNS are built once (tens of minutes
+# cold) and cached under /var/cache/podlab.
+cluster-demo: setup build cluster-bins
+	./scripts/cluster-demo.sh
+
+# The kubeadm node e2e test alone (builds the cluster's binaries first).
+test-cluster: setup build cluster-bins
+	PODLAB_E2E_CLUSTER=1 $(GO) test -tags '$(GOTAGS)' -count=1 -timeout 30m -run '^TestClusterKubeadm$$' -v ./test/e2e
+
+cluster-bins: kubelet
+	./scripts/build-k8s.sh >/dev/null
+	./scripts/build-etcd-coredns.sh >/dev/null
 
 # The kubelet e2e test drives the real kubelet: built (or found in its
 # cache outside the clone) before the tests, not inside one under go
