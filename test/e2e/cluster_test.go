@@ -114,7 +114,7 @@ func TestClusterKubeadm(t *testing.T) {
 	// replicas have answered.
 	served := map[string]bool{}
 	for i := 0; i < 40 && len(served) < 2; i++ {
-		page := kc.run("exec", "client", "--", "wget", "-q", "-T", "5", "-O", "-", "http://web.default.svc.cluster.local/index.html")
+		page := kc.run("exec", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", "http://web.default.svc.cluster.local/index.html")
 		served[strings.SplitN(page, "\n", 2)[0]] = true
 	}
 	for _, p := range webPods {
