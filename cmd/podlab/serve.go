@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -16,6 +17,7 @@ import (
 
 func newServeCmd(g *globalFlags) *cobra.Command {
 	var listen, streamingAddr, logLevel, logFormat string
+	warmPool := -1
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the CRI (RuntimeService, ImageService) on a unix socket for crictl, critest and the kubelet",
@@ -38,6 +40,10 @@ NRI plugins (containerd/nri) connect on the config's nri.socketPath
 started; each hears the pods' and containers' events and may adjust
 containers, and podlab inspect shows which plugin changed what.
 nri.enable: false turns NRI off.
+
+--warm-pool N (or the config's warmPool) keeps N warm sandboxes for the
+default runtime handler ready for RunPodSandbox to claim (see podlab pool),
+refilled in the background while no RunPodSandbox is being served.
 
 Not implemented yet, and answered "Unimplemented": checkpoints and
 events.`,
@@ -98,6 +104,14 @@ events.`,
 			if rt.NRI != nil {
 				log.Info("NRI enabled", "socket", rt.NRI.SocketPath())
 			}
+			if warmPool < 0 {
+				warmPool = cfg.WarmPool
+			}
+			cfg.WarmPool = warmPool
+			if warmPool > 0 {
+				go rt.KeepPool(ctx, warmPool, func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) })
+				log.Info("warm pool", "size", warmPool)
+			}
 			srv := cri.NewServer(rt, rt, log).RecordCallsTo(rt.NewCallLog())
 			if streamingAddr == "" {
 				streamingAddr = cfg.StreamingAddress
@@ -111,6 +125,7 @@ events.`,
 	cmd.Flags().StringVar(&listen, "listen", cri.DefaultEndpoint, "unix socket to serve on: unix:///path or a plain path")
 	cmd.Flags().StringVar(&streamingAddr, "streaming-address", "", "host:port of the streaming server for exec, attach and port-forward (port 0 picks one; default: the config's streamingAddress, 127.0.0.1:0)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug (one line per call), info, warn or error")
+	cmd.Flags().IntVar(&warmPool, "warm-pool", -1, "warm sandboxes to keep ready for RunPodSandbox to claim (default: the config's warmPool; 0 none)")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	return cmd
 }
