@@ -1,0 +1,242 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	pb "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// poolRecord is what the pool tests read of a pod's record.
+type poolRecord struct {
+	ID       string   `json:"id"`
+	IPs      []string `json:"ips"`
+	PausePID int      `json:"pausePid"`
+	Pool     *struct {
+		Claimed *string `json:"claimed"`
+		CNIName string  `json:"cniName"`
+	} `json:"pool"`
+	Events []struct{ Reason, Message string } `json:"events"`
+}
+
+func readPoolRecord(t *testing.T, id string) poolRecord {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(stateDir, "pods", id, "pod.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r poolRecord
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// poolSize is how many warm sandboxes podlab pool ls lists.
+func (s *criServer) poolSize(t *testing.T) int {
+	t.Helper()
+	var rows []struct{ ID, State string }
+	if err := json.Unmarshal([]byte(s.podlabOK(t, "pool", "ls", "-o", "json")), &rows); err != nil {
+		t.Fatal(err)
+	}
+	return len(rows)
+}
+
+// podView is what a pod's container sees of its sandbox, and where its
+// pause is, with the pod's own IP written as IP.
+type podView struct {
+	hostname, resolv, routes string
+	pauseNSpid, pauseCgroup  string
+	sameNS                   map[string]bool
+}
+
+func (s *criServer) viewPod(t *testing.T, podID, cfgPath string) podView {
+	t.Helper()
+	ctr := s.createCtr(t, podID, cfgPath, ctrConfig("app", "sleep", "600"))
+	s.crictlOK(t, "start", ctr)
+	s.waitCtrState(t, ctr, "CONTAINER_RUNNING")
+	ip := s.inspectp(t, podID).Status.Network.IP
+	v := podView{
+		hostname: s.crictlOK(t, "exec", "-s", ctr, "hostname"),
+		resolv:   s.crictlOK(t, "exec", "-s", ctr, "cat", "/etc/resolv.conf"),
+		routes:   strings.ReplaceAll(s.crictlOK(t, "exec", "-s", ctr, "ip", "route"), ip, "IP"),
+		sameNS:   map[string]bool{},
+	}
+	pause, ctrPID := s.pausePID(t, podID), s.ctrPID(t, ctr)
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pause))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == "NSpid:" {
+			v.pauseNSpid = f[len(f)-1]
+		}
+	}
+	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pause))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.pauseCgroup = strings.ReplaceAll(string(cg), podID, "POD")
+	for _, ns := range []string{"net", "ipc", "uts"} {
+		a, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pause, ns))
+		b, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", ctrPID, ns))
+		v.sameNS[ns] = a != "" && a == b
+	}
+	return v
+}
+
+// TestCRIPoolClaimLikeCold: a pod that claims a warm sandbox is, to its
+// container and to the CRI, the pod the cold path makes from the same
+// request: hostname, DNS, routes, sysctls, the pause as PID 1 of its PID
+// namespace in the cgroup_parent asked for, the container in its
+// namespaces. Its trace shows the claim and the fill paid ahead, the
+// fill's cgroup is gone, and the pool is empty after.
+func TestCRIPoolClaimLikeCold(t *testing.T) {
+	rootSetup(t)
+	s := newCRI(t, "")
+	const parent = "/podlab/e2e-pool-parent"
+	for _, root := range cgroupRoots(t) {
+		if err := os.MkdirAll(filepath.Join(root, parent), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			os.Remove(filepath.Join(root, parent))
+			os.Remove(filepath.Join(root, filepath.Dir(parent)))
+		})
+	}
+	s.podlabOK(t, "pool", "fill", "1")
+	if n := s.poolSize(t); n != 1 {
+		t.Fatalf("pool fill 1: %d warm sandboxes listed", n)
+	}
+	var entries []poolRecord
+	if err := json.Unmarshal([]byte(s.podlabOK(t, "pool", "ls", "-o", "json")), &entries); err != nil {
+		t.Fatal(err)
+	}
+	warm := entries[0]
+	if pods := s.listPods(t); len(pods) != 0 {
+		t.Fatalf("a warm sandbox is listed to CRI clients: %+v", pods)
+	}
+
+	views := map[string]podView{}
+	for _, name := range []string{"warm", "cold"} {
+		cfg := s.podConfig(name, "e2e-pool", map[string]string{"pod": name})
+		cfg.Hostname = "host-" + name
+		cfg.Linux.CgroupParent = parent
+		cfg.Linux.Sysctls = map[string]string{"net.ipv4.ip_unprivileged_port_start": "80", "kernel.shm_rmid_forced": "1"}
+		cfg.DnsConfig = &pb.DNSConfig{Servers: []string{"10.96.0.10"}, Searches: []string{name + ".svc.cluster.local"}, Options: []string{"ndots:5"}}
+		id, cfgPath := s.runPod(t, cfg)
+		rec := readPoolRecord(t, id)
+		if claimed := rec.Pool != nil && rec.Pool.Claimed != nil; claimed != (name == "warm") {
+			t.Fatalf("pod %s: claimed a warm sandbox: %v", name, claimed)
+		}
+		if name == "warm" {
+			if id != warm.ID {
+				t.Errorf("the claimed pod's id %s is not its warm sandbox's %s", id, warm.ID)
+			}
+			tr := s.podlabOK(t, "-n", "e2e-pool", "trace", name)
+			for _, want := range []string{"claim take", "claim record", "hostname", "sysctls", "cgroup move", "paid ahead", "cni bridge ADD"} {
+				if !strings.Contains(tr, want) {
+					t.Errorf("the claimed pod's trace lacks %q:\n%s", want, tr)
+				}
+			}
+			for _, root := range cgroupRoots(t) {
+				if _, err := os.Stat(filepath.Join(root, "podlab", id)); err == nil {
+					t.Errorf("the fill's cgroup /podlab/%s is left in %s", id, root)
+				}
+			}
+		}
+		st := s.inspectp(t, id).Status
+		if st.Metadata.Name != name || st.Metadata.Namespace != "e2e-pool" || st.State != "SANDBOX_READY" || st.Network.IP != rec.IPs[0] {
+			t.Errorf("pod %s: status %+v, record IPs %v", name, st, rec.IPs)
+		}
+		v := s.viewPod(t, id, cfgPath)
+		if v.hostname != "host-"+name {
+			t.Errorf("pod %s: hostname %q", name, v.hostname)
+		}
+		if want := "search " + name + ".svc.cluster.local\nnameserver 10.96.0.10\noptions ndots:5"; v.resolv != want {
+			t.Errorf("pod %s: resolv.conf %q, want %q", name, v.resolv, want)
+		}
+		if v.pauseNSpid != "1" {
+			t.Errorf("pod %s: the pause is PID %s in its PID namespace, want 1", name, v.pauseNSpid)
+		}
+		if !strings.Contains(v.pauseCgroup, parent+"/POD/") {
+			t.Errorf("pod %s: the pause is not below %s/<pod id>:\n%s", name, parent, v.pauseCgroup)
+		}
+		for ns, same := range v.sameNS {
+			if !same {
+				t.Errorf("pod %s: its container is not in the pause's %s namespace", name, ns)
+			}
+		}
+		v.hostname, v.resolv = "", ""
+		views[name] = v
+	}
+	w, c := views["warm"], views["cold"]
+	if w.routes != c.routes || w.pauseCgroup != c.pauseCgroup || w.pauseNSpid != c.pauseNSpid {
+		t.Errorf("claimed and cold pods differ:\nclaimed: %+v\ncold:    %+v", w, c)
+	}
+	if n := s.poolSize(t); n != 0 {
+		t.Errorf("%d warm sandboxes after the claim, want 0", n)
+	}
+}
+
+// TestCRIPoolColdFallback: each request a warm sandbox cannot serve is made
+// cold, with a PoolMiss event naming why, and leaves the pool as it was.
+func TestCRIPoolColdFallback(t *testing.T) {
+	rootSetup(t)
+	s := newCRI(t, "")
+	s.podlabOK(t, "pool", "fill", "1")
+	ns := func(net, pid, ipc pb.NamespaceMode) *pb.NamespaceOption {
+		return &pb.NamespaceOption{Network: net, Pid: pid, Ipc: ipc}
+	}
+	cases := []struct {
+		name, reason string
+		change       func(*pb.RunPodSandboxRequest)
+	}{
+		{"hostnet", "host network", func(r *pb.RunPodSandboxRequest) {
+			r.Config.Linux.SecurityContext.NamespaceOptions = ns(pb.NamespaceMode_NODE, pb.NamespaceMode_CONTAINER, pb.NamespaceMode_POD)
+		}},
+		{"hostpid", "host PID", func(r *pb.RunPodSandboxRequest) {
+			r.Config.Linux.SecurityContext.NamespaceOptions = ns(pb.NamespaceMode_POD, pb.NamespaceMode_NODE, pb.NamespaceMode_POD)
+		}},
+		{"hostipc", "host IPC", func(r *pb.RunPodSandboxRequest) {
+			r.Config.Linux.SecurityContext.NamespaceOptions = ns(pb.NamespaceMode_POD, pb.NamespaceMode_CONTAINER, pb.NamespaceMode_NODE)
+		}},
+		{"hostport", "port mappings", func(r *pb.RunPodSandboxRequest) {
+			r.Config.PortMappings = []*pb.PortMapping{{Protocol: pb.Protocol_TCP, ContainerPort: 80, HostPort: 18080, HostIp: "127.0.0.1"}}
+		}},
+		{"handler", "no warm sandbox ready for runc/", func(r *pb.RunPodSandboxRequest) { r.RuntimeHandler = "runc" }},
+	}
+	rt, _ := s.client(t)
+	for _, tc := range cases {
+		req := &pb.RunPodSandboxRequest{Config: s.podConfig(tc.name, "e2e-pool-cold", nil)}
+		tc.change(req)
+		resp, err := rt.RunPodSandbox(context.Background(), req)
+		if err != nil {
+			t.Fatalf("%s: RunPodSandbox: %v", tc.name, err)
+		}
+		id := resp.PodSandboxId
+		t.Cleanup(func() {
+			s.crictl("stopp", id)
+			s.crictl("rmp", id)
+		})
+		rec := readPoolRecord(t, id)
+		if rec.Pool != nil {
+			t.Errorf("%s: claimed a warm sandbox", tc.name)
+		}
+		found := false
+		for _, e := range rec.Events {
+			found = found || e.Reason == "PoolMiss" && strings.Contains(e.Message, tc.reason)
+		}
+		if !found {
+			t.Errorf("%s: no PoolMiss event naming %q: %+v", tc.name, tc.reason, rec.Events)
+		}
+		if n := s.poolSize(t); n != 1 {
+			t.Fatalf("%s: %d warm sandboxes after a cold pod, want 1", tc.name, n)
+		}
+	}
+}
