@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	pb "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -238,5 +240,148 @@ func TestCRIPoolColdFallback(t *testing.T) {
 		if n := s.poolSize(t); n != 1 {
 			t.Fatalf("%s: %d warm sandboxes after a cold pod, want 1", tc.name, n)
 		}
+	}
+}
+
+// podlabFailing runs the podlab CLI with the server's config and
+// PODLAB_FAILPOINT=fp.
+func (s *criServer) podlabFailing(fp string, args ...string) result {
+	cmd := exec.Command(podlabBin, append([]string{"--config", s.config}, args...)...)
+	cmd.Env = append(os.Environ(), "PODLAB_FAILPOINT="+fp)
+	return runResult(cmd)
+}
+
+// TestPoolKill9: podlab killed while it fills the pool, while serve claims
+// a warm sandbox and while serve refills: gc (or the next server's
+// recovery) removes what was half made and keeps what was whole, and
+// nothing is left once the pool is drained.
+func TestPoolKill9(t *testing.T) {
+	rootSetup(t)
+	s := newCRI(t, "")
+	gcSays := func(want string) {
+		t.Helper()
+		if out := s.podlabOK(t, "gc"); !strings.Contains(out, want) {
+			t.Errorf("gc does not say %q:\n%s", want, out)
+		}
+	}
+	// Fill: killed half way and once whole but not yet indexed.
+	for _, fp := range []string{"after-cni:kill", "after-pause:kill", "pool-after-fill:kill"} {
+		if r := s.podlabFailing(fp, "pool", "fill", "1"); r.code == 0 {
+			t.Fatalf("pool fill with %s succeeded", fp)
+		}
+		gcSays("warm sandbox pool-")
+		if n := s.poolSize(t); n != 0 {
+			t.Fatalf("after a fill killed at %s and gc: %d warm sandboxes", fp, n)
+		}
+	}
+
+	// Claim: serve killed after taking an entry out of the index (the
+	// entry is whole: it goes back) and after renaming it to the pod (a
+	// half-made pod: it goes).
+	s.podlabOK(t, "pool", "fill", "1")
+	for _, tc := range []struct{ fp, gc string }{
+		{"claim-after-take", ""},
+		{"claim-after-record", "pod e2e-pool-kill/claimed"},
+	} {
+		s.stop()
+		t.Setenv("PODLAB_FAILPOINT", tc.fp+":kill")
+		s.start()
+		cfg := s.writeJSON(t, "claimed.json", s.podConfig("claimed", "e2e-pool-kill", nil))
+		if r := s.crictl("runp", cfg); r.code == 0 {
+			t.Fatalf("runp with %s succeeded", tc.fp)
+		}
+		<-s.done
+		os.Unsetenv("PODLAB_FAILPOINT")
+		if tc.gc != "" {
+			gcSays(tc.gc)
+		} else {
+			s.podlabOK(t, "gc")
+		}
+		if n, want := s.poolSize(t), map[string]int{"claim-after-take": 1, "claim-after-record": 0}[tc.fp]; n != want {
+			t.Fatalf("after a claim killed at %s and gc: %d warm sandboxes, want %d", tc.fp, n, want)
+		}
+		if r := s.podlab("-n", "e2e-pool-kill", "inspect", "claimed"); r.code == 0 {
+			t.Fatalf("after a claim killed at %s and gc, the pod is still there", tc.fp)
+		}
+	}
+
+	// Refill: serve --warm-pool killed while it makes its first warm
+	// sandbox; the next server's recovery removes it.
+	cmd := exec.Command(podlabBin, "--config", s.config, "serve", "--listen", "unix://"+filepath.Join(s.dir, "refill.sock"), "--warm-pool", "2")
+	cmd.Env = append(os.Environ(), "PODLAB_FAILPOINT=after-cni:kill")
+	if r := runResult(cmd); r.code == 0 {
+		t.Fatalf("serve with a refill killed at after-cni exited 0:\n%s", r.stderr)
+	}
+	s.start()
+	s.stop()
+	if data, _ := os.ReadFile(s.logPath); !strings.Contains(string(data), "warm sandbox pool-") {
+		t.Errorf("the server's recovery did not remove the half-made warm sandbox:\n%s", tail(string(data), 30))
+	}
+	if n := s.poolSize(t); n != 0 {
+		t.Errorf("after recovery: %d warm sandboxes, want 0", n)
+	}
+	noState(t)
+}
+
+// TestPoolDrainUnderLoad: pods made and removed by 4 clients while the
+// server keeps a warm pool and podlab pool drain runs: every pod comes up
+// (claimed or cold), and once the server stops and the pool is drained
+// nothing is left.
+func TestPoolDrainUnderLoad(t *testing.T) {
+	rootSetup(t)
+	s := newCRI(t, "warmPool: 2\n")
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for c := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 4 {
+				cfg := s.podConfig(fmt.Sprintf("load-%d-%d", c, i), "e2e-pool-load", nil)
+				path := filepath.Join(s.dir, fmt.Sprintf("load-%d-%d.json", c, i))
+				data, _ := json.Marshal(cfg)
+				os.WriteFile(path, data, 0o644)
+				r := s.crictl("runp", path)
+				if r.code != 0 {
+					errs <- fmt.Errorf("runp %s: %s", cfg.Metadata.Name, r.stderr)
+					continue
+				}
+				id := strings.TrimSpace(r.stdout)
+				if r := s.crictl("rmp", "-f", id); r.code != 0 {
+					errs <- fmt.Errorf("rmp %s: %s", cfg.Metadata.Name, r.stderr)
+				}
+			}
+		}()
+	}
+	for range 3 {
+		if r := s.podlab("pool", "drain"); r.code != 0 {
+			t.Errorf("pool drain under load: %s", r.stderr)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	s.stop()
+	s.podlabOK(t, "pool", "drain")
+	if n := s.poolSize(t); n != 0 {
+		t.Errorf("%d warm sandboxes after drain, want 0", n)
+	}
+	noState(t)
+}
+
+// TestPoolOff: with no pool (warmPool 0, none filled) a pod is made as
+// before the pool: no pool record, no PoolMiss event.
+func TestPoolOff(t *testing.T) {
+	rootSetup(t)
+	s := newCRI(t, "warmPool: 0\n")
+	id, _ := s.runPod(t, s.podConfig("nopool", "e2e-pool-off", nil))
+	rec := readPoolRecord(t, id)
+	if rec.Pool != nil || len(rec.Events) != 0 {
+		t.Errorf("a pod made without a pool has pool traces: %+v %+v", rec.Pool, rec.Events)
+	}
+	if tr := s.podlabOK(t, "-n", "e2e-pool-off", "trace", "nopool"); strings.Contains(tr, "claim") || !strings.Contains(tr, "cni bridge ADD") {
+		t.Errorf("a pod made without a pool: trace\n%s", tr)
 	}
 }
