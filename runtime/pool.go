@@ -211,8 +211,14 @@ func (r *Runtime) claimWarm(ctx context.Context, spec sandbox.Spec, handler stri
 		return nil, "", err
 	}
 	if err := r.Sandbox.Claim(ctx, p, spec, rec); err != nil {
-		if rerr := r.removeWarm(context.Background(), p); rerr != nil {
-			err = fmt.Errorf("%w (and removing the warm sandbox failed: %v)", err, rerr)
+		if cur, gerr := r.Store.Get(p.ID); gerr == nil && cur.IsPoolEntry() {
+			// Refused before the record changed (a bad cgroup_parent,
+			// a name taken): the warm sandbox is whole, and goes back.
+			if ierr := r.Store.IndexPoolEntry(cur.ID); ierr != nil {
+				err = fmt.Errorf("%w (and returning the warm sandbox to the pool failed: %v)", err, ierr)
+			}
+		} else if rerr := r.removeWarm(context.Background(), p); rerr != nil {
+			err = fmt.Errorf("%w (and removing the half-claimed sandbox failed: %v)", err, rerr)
 		}
 		if errors.Is(err, state.ErrExists) {
 			err = errdefs.Wrap(errdefs.ErrAlreadyExists, err)

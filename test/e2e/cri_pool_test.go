@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	pb "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -240,6 +242,15 @@ func TestCRIPoolColdFallback(t *testing.T) {
 		if n := s.poolSize(t); n != 1 {
 			t.Fatalf("%s: %d warm sandboxes after a cold pod, want 1", tc.name, n)
 		}
+	}
+	// A request refused as bad input leaves the warm sandbox in the pool.
+	bad := s.podConfig("badparent", "e2e-pool-cold", nil)
+	bad.Linux.CgroupParent = "/podlab/e2e-no-such-parent"
+	if _, err := rt.RunPodSandbox(context.Background(), &pb.RunPodSandboxRequest{Config: bad}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("RunPodSandbox with a missing cgroup parent: %v, want InvalidArgument", err)
+	}
+	if n := s.poolSize(t); n != 1 {
+		t.Errorf("%d warm sandboxes after a refused request, want 1", n)
 	}
 }
 
