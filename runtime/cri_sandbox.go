@@ -99,6 +99,9 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 			return nil, err
 		}
 	}
+	// Kept for NRI's plugins (the kubelet sizes the pod's cgroup itself);
+	// saved with the pod's record once ready.
+	p.Overhead, p.Resources = req.Config.GetLinux().GetOverhead(), req.Config.GetLinux().GetResources()
 
 	end := rec.StartChild("RunPodSandbox", "pod files")
 	caSrc, err := r.caBundles().Bundle(r.Config.Injection.CA)

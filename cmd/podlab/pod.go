@@ -43,17 +43,13 @@ table on stderr.`,
 			for _, w := range mf.Warnings {
 				fmt.Fprintln(os.Stderr, "Warning:", w)
 			}
-			k, rt, err := g.kubelet()
-			if err != nil {
-				return err
-			}
-			cfg, err := k.SandboxConfig(mf.Pod)
+			k, _, err := g.kubelet()
 			if err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			resp, err := rt.RunPodSandbox(trace.WithRecorder(ctx, rec), &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: kubelet.RuntimeHandler(mf.Pod)})
+			id, err := k.RunSandbox(trace.WithRecorder(ctx, rec), mf)
 			if traceJSON != "" {
 				if werr := writeChromeTrace(traceJSON, mf.Pod.Name, rec.Spans()); werr != nil && err == nil {
 					err = werr
@@ -65,7 +61,7 @@ table on stderr.`,
 			if err != nil {
 				return fmt.Errorf("pod %s/%s: %w", mf.Pod.Namespace, mf.Pod.Name, err)
 			}
-			fmt.Println(resp.PodSandboxId)
+			fmt.Println(id)
 			return nil
 		},
 	}

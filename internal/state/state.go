@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/podlab/podlab/internal/atomicfile"
 	"github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/internal/trace"
@@ -120,6 +122,12 @@ type Pod struct {
 	// and stays on the pod that claimed it: what it was made for, and
 	// the identity its CNI ADD ran under, which its DEL must repeat.
 	Pool *PoolEntry `json:"pool,omitempty"`
+	// Overhead and Resources are the pod's as the kubelet last gave them
+	// (PodSandboxConfig's linux.overhead and linux.resources, then
+	// UpdatePodSandboxResources): the kubelet sizes the pod's cgroup
+	// itself; the runtime keeps them for NRI's plugins.
+	Overhead  *runtimeapi.LinuxContainerResources `json:"overhead,omitempty"`
+	Resources *runtimeapi.LinuxContainerResources `json:"resources,omitempty"`
 
 	Containers []Container  `json:"containers,omitempty"`
 	Events     []Event      `json:"events,omitempty"`

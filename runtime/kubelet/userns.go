@@ -5,21 +5,95 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// The kubelet's user namespace ranges (its userns manager, without a
-// "kubelet" entry in /etc/subuid): 65536 IDs per pod, 65536-aligned, the
-// host's first 65536 IDs never given out.
+// The kubelet's user namespace ranges (its userns manager): 65536 IDs per
+// pod, 65536-aligned, from the range of the "kubelet" user's subordinate
+// IDs when it has one, else every ID but the host's first 65536.
 const (
 	usernsLength  = 1 << 16
 	usernsFirstID = 1 << 16
 	usernsEnd     = 1 << 32 // exclusive
 )
+
+// kubeletUser is the user whose subordinate IDs, when it has some, bound
+// the ranges pods get, as the kubelet's getKubeletMappings reads them.
+const kubeletUser = "kubelet"
+
+// subIDs returns the range of IDs pods' user namespaces may use, [first,
+// first+length). Swapped in tests.
+var subIDs = kubeletMappings
+
+// kubeletMappings is the kubelet's getKubeletMappings: without a kubelet
+// user, or without getsubids (shadow's, which asks /etc/subuid or the NSS
+// module the host configured), every ID from 65536; otherwise the one
+// range getsubids gives for the user, which must be the same for UIDs
+// and GIDs. A user whose IDs getsubids cannot give is an error, as a
+// remote subid service that is down must not widen the range.
+func kubeletMappings() (first, length uint64, err error) {
+	const defaultFirst, defaultLen = usernsFirstID, usernsEnd - usernsFirstID
+	if _, err := user.Lookup(kubeletUser); err != nil {
+		var unknown user.UnknownUserError
+		if errors.As(err, &unknown) {
+			return defaultFirst, defaultLen, nil
+		}
+		return 0, 0, err
+	}
+	getsubids, err := exec.LookPath("getsubids")
+	if err != nil {
+		return defaultFirst, defaultLen, nil
+	}
+	uids, err := exec.Command(getsubids, kubeletUser).Output()
+	if err != nil {
+		return 0, 0, fmt.Errorf("getsubids %s: %w", kubeletUser, err)
+	}
+	gids, err := exec.Command(getsubids, "-g", kubeletUser).Output()
+	if err != nil {
+		return 0, 0, fmt.Errorf("getsubids -g %s: %w", kubeletUser, err)
+	}
+	if string(uids) != string(gids) {
+		return 0, 0, fmt.Errorf("user %q has different subordinate UIDs (%q) and GIDs (%q)", kubeletUser, strings.TrimSpace(string(uids)), strings.TrimSpace(string(gids)))
+	}
+	return parseSubIDs(string(uids))
+}
+
+// parseSubIDs reads getsubids' output, which must be one range
+// ("0: kubelet 65536 2147483648"), and checks it as the kubelet's userns
+// manager does: 65536-aligned, above the host's first 65536 IDs, a whole
+// number of pods' ranges.
+func parseSubIDs(out string) (first, length uint64, err error) {
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) != 1 {
+		return 0, 0, fmt.Errorf("subordinate IDs of user %q: want one range, got %q", kubeletUser, out)
+	}
+	f := strings.Fields(lines[0])
+	if len(f) != 4 {
+		return 0, 0, fmt.Errorf("subordinate IDs of user %q: cannot parse %q", kubeletUser, lines[0])
+	}
+	if first, err = strconv.ParseUint(f[2], 10, 32); err == nil {
+		length, err = strconv.ParseUint(f[3], 10, 32)
+	}
+	switch {
+	case err != nil:
+		return 0, 0, fmt.Errorf("subordinate IDs of user %q: %q: %w", kubeletUser, lines[0], err)
+	case first%usernsLength != 0 || first < usernsFirstID:
+		return 0, 0, fmt.Errorf("subordinate IDs of user %q start at %d: want a multiple of %d from %d", kubeletUser, first, usernsLength, usernsFirstID)
+	case length%usernsLength != 0 || length == 0:
+		return 0, 0, fmt.Errorf("subordinate IDs of user %q: %d of them, want a non-zero multiple of %d", kubeletUser, length, usernsLength)
+	case first+length > usernsEnd:
+		return 0, 0, fmt.Errorf("subordinate IDs of user %q: %d from %d end past 2^32", kubeletUser, length, first)
+	}
+	return first, length, nil
+}
 
 // usernsFile is where the kubelet half records a pod's range, in its pod
 // dir, as the kubelet keeps its allocation in /var/lib/kubelet/pods/<uid>:
@@ -43,6 +117,10 @@ type usernsRange struct {
 // range for UIDs and GIDs, container ID 0 first. The pods' dirs are read
 // under a lock so that two runs never take one range.
 func (k *Kubelet) allocateUserNS(podDir string) (*runtimeapi.UserNamespace, error) {
+	first, length, err := subIDs()
+	if err != nil {
+		return nil, fmt.Errorf("spec.hostUsers: %w", err)
+	}
 	pods := filepath.Dir(podDir)
 	lock, err := os.OpenFile(filepath.Join(filepath.Dir(pods), "userns.lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
@@ -71,7 +149,7 @@ func (k *Kubelet) allocateUserNS(podDir string) (*runtimeapi.UserNamespace, erro
 		}
 		used[r.HostID] = true
 	}
-	for id := uint64(usernsFirstID); id+usernsLength <= usernsEnd; id += usernsLength {
+	for id := first; id+usernsLength <= first+length; id += usernsLength {
 		if used[uint32(id)] {
 			continue
 		}
@@ -85,7 +163,7 @@ func (k *Kubelet) allocateUserNS(podDir string) (*runtimeapi.UserNamespace, erro
 		}
 		return userNamespace(r), nil
 	}
-	return nil, fmt.Errorf("spec.hostUsers: false, but every range of %d IDs from %d is taken", usernsLength, usernsFirstID)
+	return nil, fmt.Errorf("spec.hostUsers: false, but every range of %d IDs in [%d, %d) is taken", usernsLength, first, first+length)
 }
 
 // podUserNS is the user namespace recorded in podDir (nil: none).

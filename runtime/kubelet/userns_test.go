@@ -1,6 +1,7 @@
 package kubelet
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,10 @@ import (
 // Each pod gets the lowest free 65536-aligned range from 65536, the same
 // for UIDs and GIDs, kept while its kubelet pod dir is there.
 func TestAllocateUserNS(t *testing.T) {
+	old := subIDs
+	t.Cleanup(func() { subIDs = old })
+	// A host without a kubelet user's subordinate IDs.
+	subIDs = func() (uint64, uint64, error) { return usernsFirstID, usernsEnd - usernsFirstID, nil }
 	k := newTestKubelet(t, nil)
 	mkPod := func(uid string) string {
 		dir := k.PodDir(uid)
@@ -87,5 +92,70 @@ func TestSandboxConfigHostUsers(t *testing.T) {
 	}
 	if u := cfg.Linux.SecurityContext.NamespaceOptions.UsernsOptions; len(u.GetUids()) != 1 || u.Uids[0].HostId != 1<<16 {
 		t.Errorf("userns options %v, want the recorded range", u)
+	}
+}
+
+// getsubids' one range for the kubelet user, checked as the kubelet's
+// userns manager checks it.
+func TestParseSubIDs(t *testing.T) {
+	for _, tc := range []struct {
+		out           string
+		first, length uint64
+		err           string
+	}{
+		{out: "0: kubelet 65536 2147483648\n", first: 65536, length: 2147483648},
+		{out: "0: kubelet 131072 65536", first: 131072, length: 65536},
+		{out: "", err: "cannot parse"},
+		{out: "0: kubelet 65536 65536\n1: kubelet 262144 65536\n", err: "want one range"},
+		{out: "0: kubelet 100000 65536\n", err: "multiple of 65536"},
+		{out: "0: kubelet 0 65536\n", err: "multiple of 65536 from 65536"},
+		{out: "0: kubelet 65536 1000\n", err: "non-zero multiple"},
+		{out: "0: kubelet 65536 x\n", err: "invalid syntax"},
+		{out: "0: kubelet 4294901760 131072\n", err: "past 2^32"},
+	} {
+		first, length, err := parseSubIDs(tc.out)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), `"kubelet"`) {
+				t.Errorf("parseSubIDs(%q) = %v, want an error naming the kubelet user and %q", tc.out, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || first != tc.first || length != tc.length {
+			t.Errorf("parseSubIDs(%q) = %d, %d, %v; want %d, %d", tc.out, first, length, err, tc.first, tc.length)
+		}
+	}
+}
+
+// With the kubelet user's subordinate IDs, pods' ranges come from them
+// alone, and run out when they do.
+func TestAllocateUserNSSubIDs(t *testing.T) {
+	old := subIDs
+	t.Cleanup(func() { subIDs = old })
+	subIDs = func() (uint64, uint64, error) { return 10 << 16, 2 << 16, nil }
+	k := newTestKubelet(t, nil)
+	var got []uint32
+	for _, uid := range []string{"a", "b", "c"} {
+		dir := k.PodDir(uid)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		u, err := k.allocateUserNS(dir)
+		if uid == "c" {
+			if err == nil || !strings.Contains(err.Error(), "every range") {
+				t.Errorf("third pod in a range of two: %v, %v; want an error saying every range is taken", u, err)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, u.Uids[0].HostId)
+	}
+	if len(got) != 2 || got[0] != 10<<16 || got[1] != 11<<16 {
+		t.Errorf("ranges %v, want [%d %d]", got, 10<<16, 11<<16)
+	}
+	subIDs = func() (uint64, uint64, error) { return 0, 0, errors.New("getsubids -g kubelet: exit status 1") }
+	if _, err := k.allocateUserNS(k.PodDir("a")); err == nil || !strings.Contains(err.Error(), "spec.hostUsers") {
+		t.Errorf("with getsubids failing: %v, want an error naming spec.hostUsers", err)
 	}
 }

@@ -411,3 +411,64 @@ func TestRunHostUsersFalse(t *testing.T) {
 	}
 	noState(t)
 }
+
+// podlab runp with hostUsers: false: the sandbox alone, in a range the
+// kubelet half gives it and keeps in a pod dir until rm, which takes both
+// away; a failing sandbox takes its range back.
+func TestRunpHostUsersFalse(t *testing.T) {
+	rootSetup(t)
+	searchableTestDir(t)
+	r := podlab(t, usernsPod, "runp", "-f", "-", "-q")
+	if r.code != 0 {
+		t.Fatalf("runp: exit %d\n%s", r.code, r.stderr)
+	}
+	t.Cleanup(func() { podlab(t, "", "rm", "-f", "e2e-userns") })
+	id := strings.TrimSpace(r.stdout)
+	var rec struct {
+		UIDMappings []struct{ HostID, Size uint32 } `json:"uidMappings"`
+		PausePID    int                             `json:"pausePid"`
+	}
+	if b, err := os.ReadFile(filepath.Join(stateDir, "pods", id, "pod.json")); err != nil || json.Unmarshal(b, &rec) != nil {
+		t.Fatalf("pod record of %q: %v", id, err)
+	}
+	if len(rec.UIDMappings) != 1 || rec.UIDMappings[0].Size != 1<<16 || rec.UIDMappings[0].HostID == 0 || rec.UIDMappings[0].HostID%(1<<16) != 0 {
+		t.Fatalf("pod's uid mappings %+v: want one 65536-aligned range of 65536 IDs, not from 0", rec.UIDMappings)
+	}
+	want := fmt.Sprintf("0 %d 65536", rec.UIDMappings[0].HostID)
+	if got := idMap(t, rec.PausePID, "uid_map"); got != want {
+		t.Errorf("pause uid_map %q, want %q", got, want)
+	}
+	ranges, _ := filepath.Glob(filepath.Join(stateDir, "kubelet", "pods", "*", "userns"))
+	if len(ranges) != 1 {
+		t.Errorf("kubelet pod dirs recording a range: %v, want one", ranges)
+	}
+	// A second sandbox gets another range.
+	r = podlab(t, strings.Replace(usernsPod, "name: e2e-userns", "name: e2e-userns2", 1), "runp", "-f", "-", "-q")
+	if r.code != 0 {
+		t.Fatalf("second runp: exit %d\n%s", r.code, r.stderr)
+	}
+	t.Cleanup(func() { podlab(t, "", "rm", "-f", "e2e-userns2") })
+	var rec2 struct {
+		UIDMappings []struct{ HostID uint32 } `json:"uidMappings"`
+	}
+	if b, err := os.ReadFile(filepath.Join(stateDir, "pods", strings.TrimSpace(r.stdout), "pod.json")); err != nil || json.Unmarshal(b, &rec2) != nil || len(rec2.UIDMappings) != 1 {
+		t.Fatalf("second pod record: %v", err)
+	}
+	if rec2.UIDMappings[0].HostID == rec.UIDMappings[0].HostID {
+		t.Errorf("both sandboxes got the range from %d", rec.UIDMappings[0].HostID)
+	}
+	for _, name := range []string{"e2e-userns", "e2e-userns2"} {
+		if r := podlab(t, "", "rm", name); r.code != 0 {
+			t.Fatalf("rm %s: %s", name, r.stderr)
+		}
+	}
+	noState(t) // the kubelet pod dirs, and with them the ranges, too
+
+	// A sandbox that fails half-way leaves neither it nor its range.
+	for _, fp := range []string{"after-pause", "after-cni"} {
+		if r := podlabEnv(t, []string{"PODLAB_FAILPOINT=" + fp}, usernsPod, "runp", "-q", "-f", "-"); r.code == 0 || !strings.Contains(r.stderr, fp) {
+			t.Errorf("runp with failpoint %s: exit %d\n%s", fp, r.code, r.stderr)
+		}
+		noState(t)
+	}
+}
