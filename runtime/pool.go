@@ -259,8 +259,8 @@ func (r *Runtime) takeWarm(ids []string, key string) (*state.Pod, *state.Lock) {
 // ends: it refills one at a time, only while no RunPodSandbox is being
 // served (serving comes first: a refill would take the CPU a cold pod
 // needs), when woken by a claim or every second. Errors are logged by
-// logf and retried.
-func (r *Runtime) KeepPool(ctx context.Context, n int, logf func(format string, args ...any)) {
+// logf and retried; each refill's count by infof.
+func (r *Runtime) KeepPool(ctx context.Context, n int, logf func(format string, args ...any), infof func(msg string, args ...any)) {
 	if reason := r.Sandbox.PoolUnsupported(); reason != "" {
 		logf("warm pool off: %s", reason)
 		return
@@ -269,11 +269,17 @@ func (r *Runtime) KeepPool(ctx context.Context, n int, logf func(format string, 
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
+		made := 0
 		for ctx.Err() == nil && r.sandboxesServing.Load() == 0 && r.readyWarm(key) < n {
 			if _, err := r.fillWarm(ctx, ""); err != nil {
 				logf("warm pool refill: %v", err)
 				break
 			}
+			made++
+		}
+		if made > 0 {
+			r.poolFilled.Add(int64(made))
+			infof("warm pool refilled", "made", made, "total", r.poolFilled.Load())
 		}
 		select {
 		case <-ctx.Done():

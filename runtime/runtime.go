@@ -65,6 +65,7 @@ type Runtime struct {
 	// sandboxesServing counts the RunPodSandbox calls under way: the
 	// warm pool refills only while it is 0.
 	sandboxesServing atomic.Int64
+	poolFilled       atomic.Int64 // warm sandboxes KeepPool made
 	poolWakeOnce     sync.Once
 	poolWakeCh       chan struct{}
 	// usernsProbe caches whether pods can have user namespaces here.

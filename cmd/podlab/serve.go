@@ -109,7 +109,7 @@ events.`,
 			}
 			cfg.WarmPool = warmPool
 			if warmPool > 0 {
-				go rt.KeepPool(ctx, warmPool, func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) })
+				go rt.KeepPool(ctx, warmPool, func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) }, log.Info)
 				log.Info("warm pool", "size", warmPool)
 			}
 			srv := cri.NewServer(rt, rt, log).RecordCallsTo(rt.NewCallLog())
