@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/runtime"
 	"github.com/podlab/podlab/sandbox"
 )
@@ -119,7 +118,7 @@ func newPoolLsCmd(g *globalFlags) *cobra.Command {
 			tw := newTable(os.Stdout)
 			fmt.Fprintln(tw, "ID\tNAME\tSTATE\tKEY\tIP\tPAUSE PID\tFILL\tFILLED")
 			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%.1fms\t%s\n", state.ShortID(r.ID), r.Name, r.State, r.Key, r.IP, r.PausePID, float64(r.FillDurationNs)/1e6, age(r.Filled))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%.1fms\t%s\n", runtime.ShortID(r.ID), r.Name, r.State, r.Key, r.IP, r.PausePID, float64(r.FillDurationNs)/1e6, age(r.Filled))
 			}
 			return tw.Flush()
 		},
