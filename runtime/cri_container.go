@@ -498,6 +498,15 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 
 // StopContainer stops a running container: SIGTERM, then SIGKILL after the
 // timeout. A container that is gone or not running is not an error.
+//
+// The pod's lock is not held while the container is given its grace
+// period: the kubelet stops a pod's containers in parallel, and under the
+// lock they would each wait for the one before (containerd's CRI stops a
+// container under no pod-wide lock either). The shim records the exit
+// (exit.json) before it answers, so the record, saved under the lock
+// taken again, needs nothing from this call that a crash could lose.
+// Meanwhile RemoveContainer and StopPodSandbox may kill or remove the
+// container: then there is nothing left to stop, and no error.
 func (r *Runtime) StopContainer(ctx context.Context, req *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
 	p, c, lock, err := r.lockedContainer(req.GetContainerId())
 	if errdefs.IsNotFound(err) {
@@ -506,10 +515,29 @@ func (r *Runtime) StopContainer(ctx context.Context, req *runtimeapi.StopContain
 	if err != nil {
 		return nil, err
 	}
-	defer lock.Unlock()
-	if err := r.stopTask(ctx, p, c, req.Timeout); err != nil {
-		return nil, err
+	client, done := r.dialTask(p, c)
+	defer done()
+	if c.State != ContainerExited {
+		if client == nil {
+			lock.Unlock()
+			return nil, fmt.Errorf("stopping container %s: the pod's shim is not reachable", state.ShortID(c.ID))
+		}
+		lock.Unlock()
+		stopErr := client.Stop(ctx, c.ID, req.Timeout)
+		p, c, lock, err = r.lockedContainer(c.ID)
+		if errdefs.IsNotFound(err) {
+			return &runtimeapi.StopContainerResponse{}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		r.refreshTask(p, c, &client)
+		if stopErr != nil && c.State != ContainerExited {
+			lock.Unlock()
+			return nil, fmt.Errorf("stopping container %s: %w", state.ShortID(c.ID), stopErr)
+		}
 	}
+	defer lock.Unlock()
 	if err := r.Store.Save(p); err != nil {
 		return nil, err
 	}

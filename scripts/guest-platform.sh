@@ -8,7 +8,12 @@
 #     (systemctl status), as containerd's SystemdCgroup = true makes them;
 #   - the container sees its memory and cpu limits in its own
 #     /sys/fs/cgroup/memory.max and cpu.max;
-#   - a container over its memory limit exits OOMKilled, 137 (memory.events);
+#   - a container over its memory limit exits OOMKilled, 137 (memory.events),
+#     with root's inotify instances (fs.inotify.max_user_instances) limited
+#     to those in use plus two: the shim's OOM watches share one instance,
+#     where one per container would leave the third container unwatched;
+#   - podlab rm stops the pod's containers in parallel: two that ignore
+#     SIGTERM take one grace period, not two (the time is printed);
 #   - nothing of podlab's is left in systemd (units) or in the cgroup tree
 #     after podlab rm, and after podlab gc of a run killed (SIGKILL, a
 #     failpoint) between its pause and its containers;
@@ -62,6 +67,7 @@ metadata:
   name: sdpod
 spec:
   restartPolicy: Never
+  terminationGracePeriodSeconds: 10
   containers:
   - name: app
     image: busybox:latest
@@ -77,6 +83,16 @@ spec:
     resources:
       limits: {memory: 16Mi}
 EOF
+
+# Root's inotify instances, counted by descriptor (an instance shared by
+# two processes counts twice: the limit can only come out higher).
+instances() { sudo find /proc/[0-9]*/fd -lname 'anon_inode:inotify' -user root 2>/dev/null | wc -l; }
+max_instances=$(cat /proc/sys/fs/inotify/max_user_instances)
+restore_instances() { sudo sysctl -q fs.inotify.max_user_instances="$max_instances"; }
+trap 'restore_instances; rm -rf "$work"' EXIT
+limit=$(( $(instances) + 2 ))
+sudo sysctl -q fs.inotify.max_user_instances="$limit"
+say "fs.inotify.max_user_instances: $limit (root's in use + 2) for the pod's run and OOM kill"
 
 t=$(now)
 id=$(podlab run -q -f "$work/pod.yaml")
@@ -111,10 +127,13 @@ done
 grep -q '"exitCode":137' <<<"$row" && grep -q '"reason":"OOMKilled"' <<<"$row" ||
   fail "oom container: $row, want exited 137 OOMKilled"
 say "oom container: exited 137, OOMKilled ($(since "$t") s)"
+restore_instances
 
+# app and side are sleeps, PID 1 of their PID namespaces: they ignore
+# SIGTERM and are killed after the grace period, both at once.
 t=$(now)
 podlab rm sdpod >/dev/null
-say "podlab rm: $(since "$t") s"
+say "podlab rm: $(since "$t") s (two containers ignoring SIGTERM, grace period 10 s)"
 nothing_left "after rm"
 
 # A run killed (SIGKILL) after its pause started: its slice and the

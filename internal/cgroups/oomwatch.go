@@ -1,10 +1,12 @@
 package cgroups
 
 import (
-	"os"
+	"log/slog"
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/podlab/podlab/internal/inotify"
 )
 
 // OOMWatch keeps a container's OOM kill count while it runs. With the
@@ -15,47 +17,39 @@ import (
 // cgroup v2 files raise), as containerd's shim watches memory.events for
 // OOM events. On v1, whose files raise none, Kills reads the file then.
 type OOMWatch struct {
-	file string
-	f    *os.File // the inotify instance; nil if none
+	file  string
+	watch *inotify.Watch // nil if none
 
 	mu    sync.Mutex
 	kills uint64
-	done  chan struct{}
 }
 
-// WatchOOM watches file (OOMFile's); a watch that cannot be set up reads
-// the file only when asked.
+// oomWatcher is the process's one inotify instance for OOM watches: an
+// instance per container would run out of fs.inotify.max_user_instances
+// (128 on Debian) long before watches run out.
+var oomWatcher = sync.OnceValues(inotify.New)
+
+// WatchOOM watches file (OOMFile's). A watch that cannot be set up is
+// logged, and the file is then read only when asked.
 func WatchOOM(file string) *OOMWatch {
 	w := &OOMWatch{file: file}
 	if file == "" {
 		return w
 	}
 	w.kills = OOMKills(file)
-	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	watcher, err := oomWatcher()
+	if err == nil {
+		w.watch, err = watcher.Add(file, unix.IN_MODIFY, func(inotify.Event) bool {
+			// Also on IN_IGNORED (the cgroup is gone: the file reads 0,
+			// which max keeps from counting) and on lost events.
+			w.update(OOMKills(file))
+			return true
+		})
+	}
 	if err != nil {
-		return w
+		slog.Warn("cgroups: cannot watch for OOM kills: the count is read at exit, too late when the cgroup goes with its last process (systemd driver)", "file", file, "err", err)
 	}
-	if _, err := unix.InotifyAddWatch(fd, file, unix.IN_MODIFY); err != nil {
-		unix.Close(fd)
-		return w
-	}
-	// Non-blocking, so that the runtime's poller waits for it and Close
-	// ends a pending Read.
-	w.f = os.NewFile(uintptr(fd), "inotify "+file)
-	w.done = make(chan struct{})
-	go w.follow()
 	return w
-}
-
-func (w *OOMWatch) follow() {
-	defer close(w.done)
-	buf := make([]byte, 4096)
-	for {
-		if _, err := w.f.Read(buf); err != nil {
-			return // closed, or the cgroup is gone (IN_IGNORED, then EOF)
-		}
-		w.update(OOMKills(w.file))
-	}
 }
 
 func (w *OOMWatch) update(n uint64) {
@@ -74,9 +68,5 @@ func (w *OOMWatch) Kills() uint64 {
 
 // Close stops watching. Kills still answers what was seen.
 func (w *OOMWatch) Close() {
-	if w.f != nil {
-		w.f.Close()
-		<-w.done
-		w.f = nil
-	}
+	w.watch.Remove()
 }

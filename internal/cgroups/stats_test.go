@@ -58,7 +58,7 @@ func TestOOMWatchKeepsTheCountPastTheFile(t *testing.T) {
 	}
 	w := WatchOOM(f)
 	defer w.Close()
-	if w.f == nil {
+	if w.watch == nil {
 		t.Fatal("no inotify watch on a regular file")
 	}
 	if err := os.WriteFile(f, []byte("oom 1\noom_kill 2\n"), 0o644); err != nil {

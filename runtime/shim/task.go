@@ -317,12 +317,19 @@ func (t *taskService) stop(c *taskContainer, grace time.Duration) error {
 	case StatusCreated:
 		return t.killCreated(c, run)
 	case StatusRunning:
+		return t.stopRunning(c, run, grace)
 	default:
 		return nil
 	}
+}
+
+// stopRunning ends c, which was running: SIGTERM, then SIGKILL after
+// grace; it returns once the exit is recorded. It needs no op lock: only
+// the exit changes a running container, and Kill signals without op too.
+func (t *taskService) stopRunning(c *taskContainer, run *started, grace time.Duration) error {
 	if grace > 0 {
 		if err := t.signal(run, syscall.SIGTERM); err != nil {
-			return fmt.Errorf("stopping container %s: %w", c.id, err)
+			return t.exitedAfter(c, fmt.Errorf("stopping container %s: %w", c.id, err))
 		}
 		select {
 		case <-c.exited:
@@ -331,7 +338,7 @@ func (t *taskService) stop(c *taskContainer, grace time.Duration) error {
 		}
 	}
 	if err := t.signal(run, syscall.SIGKILL); err != nil {
-		return fmt.Errorf("stopping container %s: %w", c.id, err)
+		return t.exitedAfter(c, fmt.Errorf("stopping container %s: %w", c.id, err))
 	}
 	select {
 	case <-c.exited:
@@ -341,14 +348,36 @@ func (t *taskService) stop(c *taskContainer, grace time.Duration) error {
 	}
 }
 
-// Stop stops the container; a stopped one is left as it is.
+// exitedAfter answers a signal that failed: the init may be gone with its
+// exit not yet recorded (its output is still being drained), which is no
+// error once the record comes.
+func (t *taskService) exitedAfter(c *taskContainer, err error) error {
+	select {
+	case <-c.exited:
+		return nil
+	case <-time.After(killTimeout):
+		return err
+	}
+}
+
+// Stop stops the container; a stopped one is left as it is. Only a created
+// container is ended under op (its start must not race the kill): a running
+// one's grace period is waited out without it, so that another Stop (a
+// RemoveContainer's or StopPodSandbox's kill), Shutdown or Delete's answer
+// does not wait for it, as containerd's CRI stops a container without
+// holding its lock.
 func (t *taskService) Stop(req *StopRequest, _ *Empty) error {
 	c, err := t.lock(req.ID)
 	if err != nil {
 		return answer(err)
 	}
-	defer c.op.Unlock()
-	return answer(t.stop(c, time.Duration(req.TimeoutSeconds)*time.Second))
+	status, run := c.current()
+	if status != StatusRunning {
+		defer c.op.Unlock()
+		return answer(t.stop(c, time.Duration(req.TimeoutSeconds)*time.Second))
+	}
+	c.op.Unlock()
+	return answer(t.stopRunning(c, run, time.Duration(req.TimeoutSeconds)*time.Second))
 }
 
 // Kill signals the container's init (SIGKILL: every process of the

@@ -118,7 +118,8 @@ func TestCRINRIPlugins(t *testing.T) {
 	// pods labelled conflict=yes.
 	nriPlugin(t, plugin, socket, "-idx", "10", "-name", "ca-injector", "-select", "nri-e2e=yes",
 		"-mount", ca+":/etc/nri-e2e/ca.pem", "-env", "NRI_CA_FILE=/etc/nri-e2e/ca.pem", "-env", "USER_SET=from-plugin")
-	nriPlugin(t, plugin, socket, "-idx", "20", "-name", "env-injector", "-select", "nri-e2e=yes", "-env", "NRI_B=from-b")
+	stopped := filepath.Join(dir, "stopped")
+	nriPlugin(t, plugin, socket, "-idx", "20", "-name", "env-injector", "-select", "nri-e2e=yes", "-env", "NRI_B=from-b", "-stopped", stopped)
 	nriPlugin(t, plugin, socket, "-idx", "25", "-name", "conflicter", "-select", "conflict=yes", "-env", "NRI_CA_FILE=/elsewhere")
 
 	podID, podCfg := s.runPod(t, s.podConfig("nri-a", "nri", map[string]string{"nri-e2e": "yes"}))
@@ -282,6 +283,24 @@ func TestCRINRIPlugins(t *testing.T) {
 			t.Fatalf("CreateContainer after the failing plugin went: %v", err)
 		}
 		s.crictlOK(t, "rm", id)
+	})
+
+	// A container that exits on its own is stopped for the plugins with
+	// no CRI call: the server watches its bundle for the shim's exit.json.
+	t.Run("exit", func(t *testing.T) {
+		quick := s.createCtr(t, podID, podCfg, ctrConfig("quick", "sleep", "1"))
+		s.crictlOK(t, "start", quick)
+		s.waitCtrState(t, quick, "CONTAINER_EXITED")
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			data, _ := os.ReadFile(stopped)
+			if slices.Contains(strings.Fields(string(data)), "quick") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the plugin did not hear StopContainer of a container that exited on its own (heard: %q)", data)
+			}
+		}
+		s.crictlOK(t, "rm", quick)
 	})
 }
 

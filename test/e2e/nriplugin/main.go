@@ -4,7 +4,8 @@
 // their creation. It prints "synchronized" once the runtime synchronized
 // it, so a test knows it takes part in the next event, then a line for
 // each pod event of a pod it selects (the pod's name and resources as NRI
-// gave them), and can fail a pod's resource update.
+// gave them), and can fail a pod's resource update and record the
+// containers it hears stop.
 package main
 
 import (
@@ -25,6 +26,7 @@ type plugin struct {
 	selector   map[string]string
 	fail       bool
 	failUpdate bool
+	stopped    string // a file to append the name of each stopped container to
 }
 
 func (p *plugin) Synchronize(context.Context, []*api.PodSandbox, []*api.Container) ([]*api.ContainerUpdate, error) {
@@ -94,6 +96,19 @@ func (p *plugin) PostUpdatePodSandbox(_ context.Context, pod *api.PodSandbox) er
 	return nil
 }
 
+func (p *plugin) StopContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
+	if p.stopped == "" {
+		return nil, nil
+	}
+	f, err := os.OpenFile(p.stopped, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	_, err = fmt.Fprintln(f, ctr.Name)
+	return nil, err
+}
+
 type list []string
 
 func (l *list) String() string     { return strings.Join(*l, ",") }
@@ -106,12 +121,13 @@ func main() {
 	socket := flag.String("socket", "", "the runtime's NRI socket")
 	fail := flag.Bool("fail", false, "fail the creation of the containers it selects")
 	failUpdate := flag.Bool("fail-update", false, "fail the resource updates of the pods it selects")
+	stopped := flag.String("stopped", "", "a file to append the name of each container it hears stop to")
 	flag.Var(&env, "env", "KEY=VALUE to add (repeatable)")
 	flag.Var(&mounts, "mount", "HOSTPATH:CONTAINERPATH to bind read-only (repeatable)")
 	flag.Var(&selector, "select", "KEY=VALUE a pod's labels must hold (repeatable)")
 	flag.Parse()
 
-	p := &plugin{fail: *fail, failUpdate: *failUpdate, selector: map[string]string{}}
+	p := &plugin{fail: *fail, failUpdate: *failUpdate, stopped: *stopped, selector: map[string]string{}}
 	for _, e := range env {
 		k, v, _ := strings.Cut(e, "=")
 		p.env = append(p.env, &api.KeyValue{Key: k, Value: v})
