@@ -57,22 +57,17 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	}
 	defer lock.Unlock()
 
+	r.sandboxesServing.Add(1)
+	defer func() {
+		r.sandboxesServing.Add(-1)
+		r.wakePool()
+	}()
 	rec := trace.New()
 	endOp := rec.Start("RunPodSandbox")
 	defer func() {
 		endOp(retErr)
 		trace.FromContext(ctx).Merge(rec, "RunPodSandbox")
 	}()
-	p, err := r.Sandbox.Create(spec, rec)
-	if errors.Is(err, state.ErrExists) {
-		return nil, errdefs.Wrap(errdefs.ErrAlreadyExists, err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	// Kept for NRI's plugins (the kubelet sizes the pod's cgroup itself);
-	// saved with the shim's socket below.
-	p.Overhead, p.Resources = req.Config.GetLinux().GetOverhead(), req.Config.GetLinux().GetResources()
 	var undo cleanup.List
 	defer func() {
 		if retErr != nil {
@@ -81,35 +76,32 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 			}
 		}
 	}()
-	// Start undoes its own stages when it fails, leaving the record.
-	started := false
-	undo.Add("removing sandbox", func() error {
-		if !started {
-			return r.Store.Delete(p)
-		}
-		return r.Sandbox.Remove(context.Background(), p, 0, trace.New())
-	})
-
-	// The shim starts beside the sandbox's stages: it needs the pod's
-	// record and directory only, and its exec and Go start-up would
-	// otherwise follow CNI ADD and the pause on the pod's critical path.
-	// It is recorded before it starts, so gc finds it after a crash.
-	p.ShimSocket, p.RuntimeHandler = shim.SocketPath(r.Store.Dir(), p.ID), handler
-	if err := r.Store.Save(p); err != nil {
-		return nil, err
-	}
-	undo.Add("stopping shim", func() error { return r.shutdownShim(p) })
-	spawned := r.spawnTaskShim(p, rtc, rec)
-	err = r.Sandbox.Start(ctx, p, rec)
-	started = err == nil
-	// The shim's pid goes into p only once the stages, which save p, are
-	// done; before the undo above needs it.
-	if serr := spawned(p); err == nil {
-		err = serr
-	}
+	p, coldReason, err := r.claimWarm(ctx, spec, handler, rec)
 	if err != nil {
 		return nil, err
 	}
+	if p != nil {
+		undo.Add("removing claimed sandbox", func() error {
+			return errors.Join(r.shutdownShim(p), r.Sandbox.Remove(context.Background(), p, 0, trace.New()))
+		})
+	} else {
+		if p, err = r.Sandbox.Create(spec, rec); errors.Is(err, state.ErrExists) {
+			return nil, errdefs.Wrap(errdefs.ErrAlreadyExists, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if coldReason != "" {
+			p.Events = append(p.Events, state.Event{Time: time.Now().UTC(), Type: "Normal", Reason: PoolMissReason,
+				Message: "made cold, not from the warm pool: " + coldReason})
+		}
+		if err := r.startSandbox(ctx, p, rtc, handler, rec, &undo); err != nil {
+			return nil, err
+		}
+	}
+	// Kept for NRI's plugins (the kubelet sizes the pod's cgroup itself);
+	// saved with the pod's record once ready.
+	p.Overhead, p.Resources = req.Config.GetLinux().GetOverhead(), req.Config.GetLinux().GetResources()
 
 	end := rec.StartChild("RunPodSandbox", "pod files")
 	caSrc, err := r.caBundles().Bundle(r.Config.Injection.CA)
@@ -152,11 +144,49 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	// an operation under its CRI call by these offsets.
 	nested := trace.NewAt(p.Created)
 	nested.Merge(rec, "RunPodSandbox")
+	for _, s := range sandbox.FillSpans(p) {
+		nested.Add(s)
+		trace.FromContext(ctx).AddAt(s, p.Created.Add(s.Start))
+	}
 	p.Spans = nested.Spans()
 	if err := r.Store.Save(p); err != nil {
 		return nil, err
 	}
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: p.ID}, nil
+}
+
+// startSandbox runs the sandbox's stages for p, whose record Create
+// wrote, beside the start of its shim, and registers their undo in undo
+// (removing the record too). A pod's RunPodSandbox and a warm sandbox's
+// fill run it alike.
+func (r *Runtime) startSandbox(ctx context.Context, p *state.Pod, rtc oci.RuntimeConfig, handler string, rec *trace.Recorder, undo *cleanup.List) error {
+	// Start undoes its own stages when it fails, leaving the record.
+	started := false
+	undo.Add("removing sandbox", func() error {
+		if !started {
+			return r.Store.Delete(p)
+		}
+		return r.Sandbox.Remove(context.Background(), p, 0, trace.New())
+	})
+
+	// The shim starts beside the sandbox's stages: it needs the pod's
+	// record and directory only, and its exec and Go start-up would
+	// otherwise follow CNI ADD and the pause on the pod's critical path.
+	// It is recorded before it starts, so gc finds it after a crash.
+	p.ShimSocket, p.RuntimeHandler = shim.SocketPath(r.Store.Dir(), p.ID), handler
+	if err := r.Store.Save(p); err != nil {
+		return err
+	}
+	undo.Add("stopping shim", func() error { return r.shutdownShim(p) })
+	spawned := r.spawnTaskShim(p, rtc, rec)
+	err := r.Sandbox.Start(ctx, p, rec)
+	started = err == nil
+	// The shim's pid goes into p only once the stages, which save p, are
+	// done; before the undo above needs it.
+	if serr := spawned(p); err == nil {
+		err = serr
+	}
+	return err
 }
 
 // spawnTaskShim starts p's long-lived shim in the background, as the

@@ -17,6 +17,7 @@ import (
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/runtime/shim"
 	"github.com/podlab/podlab/runtime/volume"
+	"github.com/podlab/podlab/sandbox"
 )
 
 // GCOptions says what GC may do.
@@ -35,7 +36,7 @@ type GCOptions struct {
 // record and stale name reservations are removed. Pods being worked on (their lock is held) are left alone. It
 // returns one line per thing done (or, with DryRun, that would be).
 func (r *Runtime) GC(ctx context.Context, opts GCOptions) (done []string, retErr error) {
-	pods, orphans, err := r.Store.List()
+	pods, orphans, err := r.Store.ListAll()
 	if err != nil {
 		return nil, err
 	}
@@ -61,6 +62,16 @@ func (r *Runtime) GC(ctx context.Context, opts GCOptions) (done []string, retErr
 		preShim := servedByShim(cur) != nil
 		reason := ""
 		switch {
+		case cur.IsPoolEntry() && cur.State == state.PodWarm && !(sandbox.PauseAlive(cur) && shimAlive(cur)):
+			reason = "a warm sandbox whose pause or shim is gone"
+		case cur.IsPoolEntry() && cur.State == state.PodWarm:
+			// Ready to claim; a claim that crashed after taking it
+			// out of the index put nothing else in doubt.
+			if !opts.DryRun {
+				errs = append(errs, r.Store.IndexPoolEntry(cur.ID))
+			}
+			lock.Unlock()
+			continue
 		case preShim:
 			reason = "made before pods had a shim (its record names no shim socket), which this podlab does not run"
 		case cur.State == state.PodCreating:
@@ -79,9 +90,12 @@ func (r *Runtime) GC(ctx context.Context, opts GCOptions) (done []string, retErr
 		}
 		if !opts.DryRun {
 			var err error
-			if preShim {
+			switch {
+			case cur.IsPoolEntry():
+				err = r.removeWarm(ctx, cur)
+			case preShim:
 				err = r.removePreShimPod(ctx, cur)
-			} else {
+			default:
 				err = r.removeSandbox(ctx, cur)
 			}
 			if err != nil {
@@ -93,10 +107,19 @@ func (r *Runtime) GC(ctx context.Context, opts GCOptions) (done []string, retErr
 		} else {
 			lock.Unlock()
 		}
-		done = append(done, fmt.Sprintf("%s pod %s (%s): %s", verb, cur.Key(), state.ShortID(cur.ID), reason))
+		what := "pod " + cur.Key()
+		if cur.IsPoolEntry() {
+			what = "warm sandbox " + cur.Name
+		}
+		done = append(done, fmt.Sprintf("%s %s (%s): %s", verb, what, state.ShortID(cur.ID), reason))
+	}
+	if !opts.DryRun {
+		lines, err := r.pruneWarmIndex()
+		done = append(done, lines...)
+		errs = append(errs, err)
 	}
 	if opts.CNIGC && !opts.DryRun {
-		remaining, _, err := r.Store.List()
+		remaining, _, err := r.Store.ListAll()
 		if err != nil {
 			return done, err
 		}
@@ -240,7 +263,7 @@ func (r *Runtime) sweepUnits(ctx context.Context, verb string, dryRun bool) ([]s
 	if err != nil {
 		return nil, err
 	}
-	pods, _, err := r.Store.List()
+	pods, _, err := r.Store.ListAll()
 	if err != nil {
 		return nil, err
 	}
@@ -357,4 +380,25 @@ func (r *Runtime) removeContainers(p *state.Pod, rec *trace.Recorder) error {
 		os.RemoveAll(r.LogDir(p))
 	}
 	return nil
+}
+
+// pruneWarmIndex drops the pool index's names of what is no warm
+// sandbox ready to claim (gone, claimed, being removed).
+func (r *Runtime) pruneWarmIndex() (done []string, err error) {
+	ids, err := r.Store.PoolEntryIDs()
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, id := range ids {
+		if p, err := r.Store.Get(id); err == nil && p.IsPoolEntry() && p.State == state.PodWarm {
+			continue
+		}
+		if err := r.Store.UnindexPoolEntry(id); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		done = append(done, "removed the pool index entry of "+state.ShortID(id)+", no warm sandbox")
+	}
+	return done, errors.Join(errs...)
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -65,6 +66,12 @@ type Runtime struct {
 	creating sync.Map
 	// exits watches running containers' bundles for their exit, for NRI.
 	exits exitWatch
+	// sandboxesServing counts the RunPodSandbox calls under way: the
+	// warm pool refills only while it is 0.
+	sandboxesServing atomic.Int64
+	poolFilled       atomic.Int64 // warm sandboxes KeepPool made
+	poolWakeOnce     sync.Once
+	poolWakeCh       chan struct{}
 	// usernsProbe caches whether pods can have user namespaces here.
 	usernsProbe struct {
 		once sync.Once

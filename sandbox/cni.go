@@ -148,16 +148,22 @@ func (c *cniClient) libcni(rec *trace.Recorder, parent string) *libcni.CNIConfig
 
 // podRuntimeConf is the CNI runtime config of pod p on network n.
 func podRuntimeConf(p *state.Pod, n network) *libcni.RuntimeConf {
+	namespace, name, uid := p.Namespace, p.Name, p.UID
+	if p.Pool != nil {
+		// A sandbox of the warm pool was attached under its own
+		// identity; its DEL, after a pod claimed it, repeats that ADD's.
+		namespace, name, uid = p.Pool.CNINamespace, p.Pool.CNIName, p.Pool.CNIUID
+	}
 	rt := &libcni.RuntimeConf{
 		ContainerID: p.ID,
 		NetNS:       p.NetNS,
 		IfName:      n.ifName,
 		Args: [][2]string{
 			{"IgnoreUnknown", "1"},
-			{"K8S_POD_NAMESPACE", p.Namespace},
-			{"K8S_POD_NAME", p.Name},
+			{"K8S_POD_NAMESPACE", namespace},
+			{"K8S_POD_NAME", name},
 			{"K8S_POD_INFRA_CONTAINER_ID", p.ID},
-			{"K8S_POD_UID", p.UID},
+			{"K8S_POD_UID", uid},
 		},
 	}
 	if len(p.PortMappings) > 0 {

@@ -199,8 +199,15 @@ func (m *Manager) Run(ctx context.Context, mf *manifest.Manifest, rec *trace.Rec
 // own for the pod (RunPodSandbox starts the pod's shim) can do it beside
 // Start. On error nothing is left.
 func (m *Manager) Create(spec Spec, rec *trace.Recorder) (*state.Pod, error) {
+	return m.create(state.NewID(), spec, nil, rec)
+}
+
+// create is Create of a pod with id; pool, if set, makes it a warm pool
+// entry (see CreateWarm).
+func (m *Manager) create(id string, spec Spec, pool *state.PoolEntry, rec *trace.Recorder) (*state.Pod, error) {
 	p := &state.Pod{
-		ID:           state.NewID(),
+		Pool:         pool,
+		ID:           id,
 		Name:         spec.Name,
 		Namespace:    spec.Namespace,
 		UID:          spec.UID,
@@ -569,7 +576,13 @@ func (m *Manager) destroyCgroup(p *state.Pod) error {
 		return err
 	}
 	defer unlock()
-	return cgroups.Remove(m.Cgroup(p), p.ID)
+	err = cgroups.Remove(m.Cgroup(p), p.ID)
+	if p.Pool != nil && p.Pool.FillCgroup != nil {
+		// A claim that died between moving the pause and removing
+		// the cgroup it left.
+		err = errors.Join(err, cgroups.RemoveVacated(*p.Pool.FillCgroup, p.ID))
+	}
+	return err
 }
 
 func podHostname(pod *corev1.Pod) string {

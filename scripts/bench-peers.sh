@@ -13,7 +13,7 @@
 #   --warmup K  unmeasured rounds first (default 1: page cache, podman's infra
 #               image build, the bridge creation)
 #   --out DIR   keep the results there (default: a new /tmp/pbp-results.XXXXXX)
-#   --only L    a subset of: floor runc cni scripted ctr podman podlab pull
+#   --only L    a subset of: floor runc cni scripted ctr podman podlab warm pull
 #
 # Peers, all on the same busybox rootfs (scripts/busybox-rootfs.sh), each
 # with private state (runc --root, a containerd started here with its own
@@ -37,6 +37,10 @@
 #             the registry's access log.
 #   podlab    podlab run -q (one busybox `true`, env + CA injection) → its
 #             container has exited; podlab rm -f --stages
+#   warm      the same podlab run, claiming a warm sandbox that `podlab pool
+#             fill 1` made before the clock starts (issue 35: the pool's
+#             refill is off the pod's path); a round whose pod was not
+#             claimed fails
 #
 # Rounds are interleaved (A B C … A B C …, the starting peer rotating every
 # round) so machine noise hits every peer alike. Times are wall-clock around
@@ -57,7 +61,7 @@ cd "$(dirname "$0")/.."
 REPO=$PWD
 . scripts/peers/lib.sh
 
-ALL_PEERS=(floor runc cni scripted ctr podman podlab pull)
+ALL_PEERS=(floor runc cni scripted ctr podman podlab warm pull)
 N=20 WARMUP=1 INSTALL=0 OUT="" ONLY="" PODLAB=$REPO/bin/podlab
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
@@ -233,6 +237,7 @@ cleanup() {
   if [ ${#PODLAB_PODS[@]} -gt 0 ]; then
     "$PODLAB" --config "$PL_CFG" rm -f "${PODLAB_PODS[@]}" >>"$LOG" 2>&1
   fi
+  [ -z "${PL_CFG:-}" ] || "$PODLAB" --config "$PL_CFG" pool drain >>"$LOG" 2>&1
   # runc containers under our private root
   if [ -d "$WORK/runc" ]; then
     for c in $(runc --root "$WORK/runc" list -q 2>/dev/null); do runc --root "$WORK/runc" delete -f "$c" >>"$LOG" 2>&1; done
@@ -588,6 +593,29 @@ round_podlab() {
   rec podlab.cycle $((t2 - t0 + t4 - t3))
 }
 
+# warm: podlab run claiming a sandbox filled, untimed, before the clock.
+round_warm() {
+  local name=$TAG-plw-$SEQ mf=$WORK/podlab/warm.yaml id pid t0 t1 t2 t3 t4
+  podlab_manifest "$name" true > "$mf"
+  "$PODLAB" --config "$PL_CFG" pool fill 1 </dev/null >>"$LOG" 2>&1 || { fail "podlab pool fill"; return 1; }
+  PODLAB_PODS+=("$name")
+  now t0
+  "$PODLAB" --config "$PL_CFG" run -q -f "$mf" </dev/null >"$WORK/podlab/id" 2>>"$LOG" || { fail "podlab run (warm)"; podlab_undo "$name"; return 1; }
+  now t1
+  read -r id < "$WORK/podlab/id"
+  podlab_ctr_pid "$id" && pid=$REPLY && wait_gone "$pid" || { fail "podlab (warm): waiting for the container to exit"; podlab_undo "$name"; return 1; }
+  now t2
+  mkdir -p "$WORK/podlab/warm"
+  "$PODLAB" --config "$PL_CFG" trace "$name" >"$WORK/podlab/warm/run-$ROUND.txt" 2>>"$LOG" || :
+  grep -q "paid ahead" "$WORK/podlab/warm/run-$ROUND.txt" || { fail "podlab (warm): the pod did not claim a warm sandbox"; podlab_undo "$name"; return 1; }
+  now t3
+  "$PODLAB" --config "$PL_CFG" rm -f "$name" </dev/null >>"$LOG" 2>&1 || { fail "podlab rm (warm)"; return 1; }
+  now t4
+  unset 'PODLAB_PODS[-1]'
+  rec warm.run $((t1 - t0)); rec warm.up $((t2 - t0)); rec warm.rm $((t4 - t3))
+  rec warm.cycle $((t2 - t0 + t4 - t3))
+}
+
 declare -A FAILS=()
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 say "peers: ${PEERS[*]}; $WARMUP warm-up + $N measured rounds, interleaved"
@@ -649,6 +677,7 @@ srow() { # a podlab stage span as a row: srow WORK LABEL STAGE REF
   echo "| --- | --- | ---: | ---: | ---: | ---: | ---: |"
   W="Pod up → first container exited"
   row "$W" "podlab run (sandbox + pause + 1 container, env + CA injected), until \`true\` exited" podlab.up podlab.up
+  row "$W" "podlab run claiming a warm sandbox (pool fill 1 before the clock)" warm.up podlab.up
   row "$W" "podman pod create + podman run --pod --rootfs true (starts the infra)" podman.up podlab.up
   row "$W" "scripted floor: ip netns add + cnitool ADD + runc run (joins the netns)" scripted.up podlab.up
   row "$W" "ctr run --rm --rootfs --with-ns network:… /bin/true (pre-made netns, no CNI)" ctr.run podlab.up
@@ -656,6 +685,7 @@ srow() { # a podlab stage span as a row: srow WORK LABEL STAGE REF
   row "$W" "unshare -n -p -f -i -u --mount-proc true" floor.unshare podlab.up
   W="Full cycle (up + teardown)"
   row "$W" "podlab run … + podlab rm -f" podlab.cycle podlab.cycle
+  row "$W" "podlab run (warm sandbox claimed) + podlab rm -f" warm.cycle podlab.cycle
   row "$W" "podman pod create + run --pod --rootfs true + pod rm -f" podman.cycle podlab.cycle
   row "$W" "scripted floor + cnitool DEL + ip netns del" scripted.cycle podlab.cycle
   row "$W" "ip netns add + cnitool ADD + DEL + ip netns del (network only)" cni.cycle podlab.cycle

@@ -13,6 +13,10 @@
 #                                [--no-doc] [--target FILE] [--podlab BIN]
 #                                [--benchmark-only] [--rounds N]
 #                                [--focus REGEX] [--runtime-handler NAME]
+#                                [--warm-pool N]
+#
+# --warm-pool N runs podlab serve with N warm sandboxes kept ready (issue
+# 35): its RunPodSandbox claims one for every request the pool can serve.
 #
 # --runtime-handler NAME runs podlab's pods with that CRI runtime handler
 # (critest -runtime-handler: runc, crun; see README, Runtime handlers).
@@ -39,7 +43,7 @@ REPO=$PWD
 . scripts/peers/lib.sh
 export PATH=$PATH:/usr/local/go/bin
 
-ONLY="" BENCH=0 VALIDATE=1 DOC=1 TARGET=test/critest-target PODLAB=$REPO/bin/podlab ROUNDS=3 CTD16=0 HANDLER="" FOCUS=""
+ONLY="" BENCH=0 VALIDATE=1 DOC=1 TARGET=test/critest-target PODLAB=$REPO/bin/podlab ROUNDS=3 CTD16=0 HANDLER="" FOCUS="" WARM=0
 while [ $# -gt 0 ]; do
   case $1 in
     --only) ONLY=${2:?}; shift;;
@@ -51,6 +55,7 @@ while [ $# -gt 0 ]; do
     --podlab) PODLAB=${2:?}; shift;;
     --rounds) ROUNDS=${2:?}; shift;;
     --runtime-handler) HANDLER=${2:?}; shift;;
+    --warm-pool) WARM=${2:?}; shift;;
     --focus) FOCUS=${2:?} DOC=0 TARGET=""; shift;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;;
     *) echo "critest: unknown argument $1" >&2; exit 2;;
@@ -157,6 +162,7 @@ start_podlab() {
     echo "stateDir: $d/state"
     echo "imageDir: $d/images"
     echo "logDir: $d/logs"
+    echo "warmPool: $WARM"
     # NRI on (podlab's default) with a socket and plugin dirs of its own,
     # handed to critest's -nri-socket as containerd's.
     echo "nri:"
@@ -286,6 +292,8 @@ stop_runtime() {
   local rt=$1
   remove_all
   stop_pid "$SERVER_PID"; SERVER_PID=""
+  # the warm sandboxes the server kept
+  [ "$rt" != podlab ] || "$PODLAB" --config "$RUN/podlab/config.yaml" pool drain >/dev/null || :
   # anything left mounted under its root (remove_all stopped the pods, so
   # their shims have exited)
   local d=$RUN/$rt

@@ -21,6 +21,7 @@ func newBenchCmd(g *globalFlags) *cobra.Command {
 	var (
 		file, output, outDir, conc string
 		cycles, warmup, live       int
+		warm                       bool
 		noProgress                 bool
 		shadowNamespace            string
 	)
@@ -86,7 +87,7 @@ namespace.`,
 			defer stop()
 			opts := bench.Options{
 				Runtime: rt, Manifest: data, ManifestPath: file,
-				Cycles: cycles, Concurrency: concurrency, Warmup: warmup, Live: live,
+				Cycles: cycles, Concurrency: concurrency, Warmup: warmup, Live: live, Warm: warm,
 				Version: version,
 			}
 			if !noProgress {
@@ -132,6 +133,7 @@ namespace.`,
 	f.IntVarP(&cycles, "cycles", "n", 20, "measured cycles per round")
 	f.StringVarP(&conc, "concurrency", "c", "1", "comma-separated concurrencies, one round each")
 	f.IntVar(&warmup, "warmup", 2, "unrecorded cycles before the first round")
+	f.BoolVar(&warm, "warm", false, "claim a warm sandbox in every cycle, filled (untimed) before it: the warm pool's figures")
 	f.IntVar(&live, "live", 0, "background pods kept up; rounds at 0, L/4, L/2 and L of them")
 	f.StringVarP(&output, "output", "o", "table", "output format: table, json or csv")
 	f.StringVar(&outDir, "out", "", "also write bench.{txt,json,csv,svg} and critest-style files to this directory")

@@ -101,6 +101,9 @@ type podRow struct {
 	RuntimeHandler string `json:"runtimeHandler"`
 }
 
+// poolNamespace is what podlab pods shows as a warm sandbox's namespace.
+const poolNamespace = "(pool)"
+
 func newPodsCmd(g *globalFlags) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
@@ -125,6 +128,14 @@ func newPodsCmd(g *globalFlags) *cobra.Command {
 					continue // removed since the list
 				}
 				rows = append(rows, podRowOf(k, st))
+			}
+			// The warm pool's sandboxes, which no CRI client lists.
+			pool, err := poolRows(rt)
+			if err != nil {
+				return err
+			}
+			for _, e := range pool {
+				rows = append(rows, podRow{ID: e.ID, Name: e.Name, Namespace: poolNamespace, State: e.State, IP: e.IP, PausePID: e.PausePID, Created: e.Filled})
 			}
 			if output != "table" {
 				return printObject(os.Stdout, output, rows)

@@ -64,6 +64,7 @@ with runc's libcontainer. Every stage is timed.`,
 		newDemoCmd(g),
 		newGCCmd(g),
 		newServeCmd(g),
+		newPoolCmd(g),
 	)
 	root.InitDefaultCompletionCmd()
 	root.InitDefaultHelpCmd()

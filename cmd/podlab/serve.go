@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -18,6 +19,7 @@ import (
 
 func newServeCmd(g *globalFlags) *cobra.Command {
 	var listen, streamingAddr, logLevel, logFormat, otlpListen, otlpExport string
+	warmPool := -1
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the CRI (RuntimeService, ImageService) on a unix socket for crictl, critest and the kubelet",
@@ -48,6 +50,10 @@ kube-apiserver, the kubelet and etcd; it keeps them, and its own spans
 traceparent, with podlab's stages under it), in <stateDir>/otlp, bounded
 (64 MiB, a day), for podlab trace --pod. With --otlp-export (otlp.export)
 it sends both on to a collector (Jaeger, Tempo).
+
+--warm-pool N (or the config's warmPool) keeps N warm sandboxes for the
+default runtime handler ready for RunPodSandbox to claim (see podlab pool),
+refilled in the background while no RunPodSandbox is being served.
 
 Not implemented yet, and answered "Unimplemented": checkpoints and
 events.`,
@@ -124,6 +130,14 @@ events.`,
 				}
 				defer stopOTLP()
 			}
+			if warmPool < 0 {
+				warmPool = cfg.WarmPool
+			}
+			cfg.WarmPool = warmPool
+			if warmPool > 0 {
+				go rt.KeepPool(ctx, warmPool, func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) }, log.Info)
+				log.Info("warm pool", "size", warmPool)
+			}
 			srv := cri.NewServer(rt, rt, log).RecordCallsTo(rt.NewCallLog())
 			if streamingAddr == "" {
 				streamingAddr = cfg.StreamingAddress
@@ -137,6 +151,7 @@ events.`,
 	cmd.Flags().StringVar(&listen, "listen", cri.DefaultEndpoint, "unix socket to serve on: unix:///path or a plain path")
 	cmd.Flags().StringVar(&streamingAddr, "streaming-address", "", "host:port of the streaming server for exec, attach and port-forward (port 0 picks one; default: the config's streamingAddress, 127.0.0.1:0)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug (one line per call), info, warn or error")
+	cmd.Flags().IntVar(&warmPool, "warm-pool", -1, "warm sandboxes to keep ready for RunPodSandbox to claim (default: the config's warmPool; 0 none)")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	cmd.Flags().StringVar(&otlpListen, "otlp-listen", "", "host:port to receive OTLP/gRPC spans on (the apiserver's, kubelet's, etcd's; conventionally 127.0.0.1:4317; default: the config's otlp.listen)")
 	cmd.Flags().StringVar(&otlpExport, "otlp-export", "", "host:port of an OTLP/gRPC collector to send podlab's and the received spans to (default: the config's otlp.export)")

@@ -61,4 +61,5 @@ var Names = []string{
 	"shim-after-ctr-CTR-start", "after-shim",
 	"teardown-after-containers", "teardown-after-volumes", "teardown-after-pause-stop",
 	"teardown-after-cni", "teardown-after-netns", "teardown-after-cgroup",
+	"pool-after-fill", "claim-after-take", "claim-after-record",
 }

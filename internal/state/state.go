@@ -31,6 +31,8 @@ const (
 	PodFailed   = "Failed" // a container failed (init container, or start)
 	PodStopped  = "Stopped"
 	PodRemoving = "Removing" // rm under way: gc finishes it if rm died
+	// PodWarm is a warm pool entry made and ready to be claimed.
+	PodWarm = "Warm"
 )
 
 // Container states (Container.State), as crictl shows them: the one set
@@ -116,6 +118,10 @@ type Pod struct {
 	// RuntimeHandler is the CRI runtime handler whose OCI runtime the
 	// pod's shim runs its containers with; "" the default.
 	RuntimeHandler string `json:"runtimeHandler,omitempty"`
+	// Pool is set on a warm sandbox made ahead of need (PoolNamespace)
+	// and stays on the pod that claimed it: what it was made for, and
+	// the identity its CNI ADD ran under, which its DEL must repeat.
+	Pool *PoolEntry `json:"pool,omitempty"`
 	// Overhead and Resources are the pod's as the kubelet last gave them
 	// (PodSandboxConfig's linux.overhead and linux.resources, then
 	// UpdatePodSandboxResources): the kubelet sizes the pod's cgroup
@@ -172,6 +178,35 @@ type Event struct {
 	Object  string    `json:"object,omitempty"`
 	Message string    `json:"message"`
 }
+
+// PoolNamespace is the namespace of warm pool entries' records: empty,
+// which no CRI pod has (a namespace is a DNS label), so an entry's name
+// never meets a pod's and listings of pods leave entries out.
+const PoolNamespace = ""
+
+// PoolEntry describes a sandbox of the warm pool.
+type PoolEntry struct {
+	// Key is what the sandbox can serve: a runtime handler and a network
+	// configuration (see sandbox.PoolKey).
+	Key string `json:"key"`
+	// Filled is when its fill began; Claimed when a pod took it.
+	Filled  time.Time  `json:"filled"`
+	Claimed *time.Time `json:"claimed,omitempty"`
+	// CNINamespace, CNIName and CNIUID are the K8S_POD_* CNI args its
+	// ADD ran with (the entry's own identity): every DEL uses them.
+	CNINamespace string `json:"cniNamespace"`
+	CNIName      string `json:"cniName"`
+	CNIUID       string `json:"cniUID,omitempty"`
+	// FillCgroup is the cgroup the fill placed the pause in, when the
+	// claim moved it to the pod's: teardown removes what is left of it.
+	FillCgroup *cgroups.Pod `json:"fillCgroup,omitempty"`
+	// FillSpans are the fill's stages, on the fill's time line (from
+	// Filled): the claimed pod's trace shows them as paid ahead.
+	FillSpans []trace.Span `json:"fillSpans,omitempty"`
+}
+
+// IsPoolEntry reports whether p is an unclaimed warm sandbox.
+func (p *Pod) IsPoolEntry() bool { return p.Pool != nil && p.Namespace == PoolNamespace }
 
 // Key is the unique name of a pod: namespace/name.
 func (p *Pod) Key() string { return p.Namespace + "/" + p.Name }
@@ -346,9 +381,24 @@ func (s *Store) Get(id string) (*Pod, error) {
 	return &p, nil
 }
 
-// List returns every readable pod record, oldest first. Pod dirs without a
-// record (a crash between mkdir and the first save) are returned in orphans.
+// List returns every readable pod record, oldest first, but the warm
+// pool's entries, which are no pods yet. Pod dirs without a record (a
+// crash between mkdir and the first save) are returned in orphans.
 func (s *Store) List() (pods []*Pod, orphans []string, err error) {
+	all, orphans, err := s.ListAll()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, p := range all {
+		if !p.IsPoolEntry() {
+			pods = append(pods, p)
+		}
+	}
+	return pods, orphans, nil
+}
+
+// ListAll is List with the warm pool's entries: for gc and pod tables.
+func (s *Store) ListAll() (pods []*Pod, orphans []string, err error) {
 	entries, err := os.ReadDir(filepath.Join(s.dir, "pods"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing pods: %w", err)
@@ -409,6 +459,27 @@ func (s *Store) Delete(p *Pod) error {
 		s.UnindexContainer(c.ID)
 	}
 	s.releaseName(p)
+	return nil
+}
+
+// Rename gives the record of p, whose name's lock the caller holds as
+// well as the new one's, a new namespace, name and attempt: a warm pool
+// entry becoming the pod that claims it. The new name is reserved first,
+// the record saved under it, the old name released, so that a crash at
+// any point leaves one record and at most a stale reservation (PruneNames).
+func (s *Store) Rename(p *Pod, namespace, name string, attempt uint32) error {
+	old := *p
+	p.Namespace, p.Name, p.Attempt = namespace, name, attempt
+	if err := s.reserveName(p); err != nil {
+		p.Namespace, p.Name, p.Attempt = old.Namespace, old.Name, old.Attempt
+		return err
+	}
+	if err := s.Save(p); err != nil {
+		s.releaseName(p)
+		p.Namespace, p.Name, p.Attempt = old.Namespace, old.Name, old.Attempt
+		return err
+	}
+	s.releaseName(&old)
 	return nil
 }
 

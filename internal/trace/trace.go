@@ -148,10 +148,13 @@ func less(a, b Span) bool {
 
 // WriteTable prints stage, start offset, duration and a waterfall bar.
 func WriteTable(w io.Writer, spans []Span) {
-	var end time.Duration
+	// Spans may start before offset zero (a claimed pod's sandbox, made
+	// ahead of need): the waterfall begins at the earliest.
+	var first, end time.Duration
 	width := len("STAGE")
 	depth := depths(spans)
 	for _, s := range spans {
+		first = min(first, s.Start)
 		if e := s.Start + s.Dur; e > end {
 			end = e
 		}
@@ -163,9 +166,9 @@ func WriteTable(w io.Writer, spans []Span) {
 	fmt.Fprintf(w, "%-*s %10s %10s  %s\n", width, "STAGE", "START", "DURATION", "WATERFALL")
 	for _, s := range spans {
 		bar := ""
-		if end > 0 {
-			from := int(int64(s.Start) * barWidth / int64(end))
-			n := int(int64(s.Dur) * barWidth / int64(end))
+		if span := end - first; span > 0 {
+			from := int(int64(s.Start-first) * barWidth / int64(span))
+			n := int(int64(s.Dur) * barWidth / int64(span))
 			if n == 0 {
 				n = 1
 			}

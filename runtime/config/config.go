@@ -70,6 +70,10 @@ type Config struct {
 	// NRI is the Node Resource Interface of `podlab serve`: its socket,
 	// its pre-registered plugins, its timeouts (see runtime/nri).
 	NRI nri.Config `json:"nri"`
+	// WarmPool is how many warm sandboxes (for the default runtime
+	// handler) `podlab serve` keeps ready for RunPodSandbox to claim; 0
+	// makes none.
+	WarmPool int `json:"warmPool"`
 	// OTLP is `podlab serve`'s OpenTelemetry traces (internal/otlp).
 	OTLP OTLP `json:"otlp"`
 }
@@ -195,6 +199,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CNI.ConfDir == "" && c.CNI.Conflist == "" {
 		return errors.New("cni: either confDir or conflist is required")
+	}
+	if c.WarmPool < 0 {
+		return fmt.Errorf("warmPool: must not be negative, got %d", c.WarmPool)
 	}
 	if c.CNI.PluginTimeoutSeconds <= 0 {
 		return errors.New("cni.pluginTimeoutSeconds: must be positive")

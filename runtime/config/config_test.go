@@ -49,6 +49,7 @@ func TestLoadErrors(t *testing.T) {
 		"relative path": "stateDir: run/podlab\n",
 		"no bin dirs":   "cni:\n  binDirs: []\n",
 		"not yaml":      "\t: : :\n",
+		"warm pool < 0": "warmPool: -1\n",
 	} {
 		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_"))
 		os.WriteFile(p, []byte(body), 0o644)

@@ -244,12 +244,17 @@ func (s *criServer) stop() {
 // removeAllPods is the last resort of the cleanup: with the server gone,
 // remove whatever pods the state store still holds through the CLI.
 func (s *criServer) removeAllPods() {
+	s.podlab("pool", "drain")
 	r := s.podlab("pods", "-o", "json")
 	var pods []struct{ ID, Name, Namespace string }
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &pods) != nil {
 		return
 	}
 	for _, p := range pods {
+		if p.Namespace == "(pool)" {
+			s.t.Errorf("cleanup: warm sandbox %s (%s) left after pool drain", p.Name, p.ID)
+			continue
+		}
 		s.t.Logf("cleanup: removing pod %s/%s (%s) left behind", p.Namespace, p.Name, p.ID)
 		if r := s.podlab("-n", p.Namespace, "rm", "-f", p.Name); r.code != 0 {
 			s.t.Errorf("cleanup: podlab rm -f %s/%s: %s", p.Namespace, p.Name, r.stderr)

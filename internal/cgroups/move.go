@@ -1,0 +1,62 @@
+package cgroups
+
+import (
+	"fmt"
+
+	"github.com/opencontainers/cgroups/manager"
+)
+
+// MovePause moves pid, the pause of pod podID, from the pod cgroup from to
+// to, which it creates: a warm sandbox placed ahead of need going where
+// the pod that claims it asks. With cgroupfs the pause joins to's pause
+// cgroup. With systemd a scope cannot change slice, and its name is the
+// pod's: the pause first leaves its scope for to's slice, the emptied
+// scope is stopped, then the scope starts again in to's slice with the
+// pause in it, as JoinPause starts it. The caller serializes it with
+// Create and Remove (they share parents) and removes from afterwards with
+// RemoveVacated.
+func MovePause(from, to Pod, podID string, pid int) error {
+	if err := Create(to); err != nil {
+		return err
+	}
+	if to.Driver == Systemd {
+		m, err := fsManager(to.Path)
+		if err != nil {
+			return err
+		}
+		if err := m.Apply(pid); err != nil {
+			return fmt.Errorf("moving the pause to %s: %w", to.Path, err)
+		}
+		if err := StopUnit(scopeName(podID)); err != nil {
+			return err
+		}
+	}
+	if err := JoinPause(to, podID, pid); err != nil {
+		return fmt.Errorf("moving the pause to %s: %w", to.PausePath(podID), err)
+	}
+	return nil
+}
+
+// RemoveVacated removes the pod cgroup p that MovePause moved pod podID's
+// pause out of: with cgroupfs as Remove does; with systemd the pod's
+// slice, if podlab's, but not the pause's scope, whose name is now the
+// moved pause's. Idempotent.
+func RemoveVacated(p Pod, podID string) error {
+	if p.Driver != Systemd {
+		return Remove(p, podID)
+	}
+	if !p.Owned {
+		return nil
+	}
+	m, err := manager.New(sliceCgroup(p))
+	if err != nil {
+		return fmt.Errorf("pod slice %s: %w", p.Slice, err)
+	}
+	if err := m.Destroy(); err != nil {
+		return fmt.Errorf("stopping pod slice %s: %w", p.Slice, err)
+	}
+	if p.SharedParent {
+		return StopEmptySlice(p.Parent)
+	}
+	return nil
+}
