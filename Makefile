@@ -53,7 +53,7 @@ cluster-demo: setup build cluster-bins
 
 # The kubeadm node e2e test alone (builds the cluster's binaries first).
 test-cluster: setup build cluster-bins
-	PODLAB_E2E_CLUSTER=1 $(GO) test -tags '$(GOTAGS)' -count=1 -timeout 30m -run '^TestClusterKubeadm$$' -v ./test/e2e
+	$(GO) test -tags '$(GOTAGS)' -count=1 -timeout 30m -run '^TestClusterKubeadm$$' -v ./test/e2e
 
 cluster-bins: kubelet
 	./scripts/build-k8s.sh >/dev/null
@@ -62,7 +62,7 @@ cluster-bins: kubelet
 # The kubelet e2e test drives the real kubelet: built (or found in its
 # cache outside the clone) before the tests, not inside one under go
 # test's timeout. The timeout covers the whole root suite on 2 cores.
-test: setup build kubelet
+test: setup build cluster-bins
 	$(GO) test -tags '$(GOTAGS)' -p 1 -count=1 -timeout 30m ./...
 
 kubelet:
