@@ -34,9 +34,37 @@ sudo mkdir -p /opt/podlab/cni/bin
 sudo cp -a "$tools/cni/." /opt/podlab/cni/bin/
 
 [ $# -gt 0 ] || set -- --only podlab --no-doc
+# critest -benchmark's time limits (a pod and container started within 5 s,
+# 10 s between two image results) are pass/fail thresholds made for real
+# hardware; TCG stretches every time 6-30 times: the same params, with
+# limits that leave the measurement to the tables.
+params=test/critest-benchmark.yaml
+case " $* " in *" --benchmark"*)
+  params=$(mktemp)
+  trap 'rm -f "$params"' EXIT
+  cat test/critest-benchmark.yaml - > "$params" <<'EOF'
+# scripts/guest-critest.sh: time limits for the guest's TCG
+containerBenchmarkTimeoutSeconds: 600
+podBenchmarkTimeoutSeconds: 600
+imageBenchmarkTimeoutSeconds: 300
+podContainerStartBenchmarkTimeoutSeconds: 120
+EOF
+  set -- "$@" --params "$params" ;;
+esac
 t0=$SECONDS rc=0
 sudo make critest CRITEST_FLAGS="$*" || rc=$?
 say "make critest CRITEST_FLAGS=\"$*\" exited $rc after $((SECONDS - t0)) s"
+res=build/critest/results
+if [ "$rc" != 0 ]; then
+  # Nothing in the guest comes back to the host: critest's failures, here.
+  for log in "$res"/*.log; do
+    sudo test -f "$log" || continue
+    sudo grep -q -E '\[FAIL\]|\[PANICKED\]|\[TIMEDOUT\]' "$log" || continue
+    say "$log: critest's failures"
+    sudo sed -n '/^Summarizing [0-9]* Failure/,$p' "$log" | head -n 40
+    sudo grep -E -B 2 -A 12 '^  \[(FAILED|PANICKED|TIMEDOUT)\]' "$log" | head -n 80
+  done
+fi
 
 junit=build/critest/results/podlab-junit/junit.xml
 if sudo test -f "$junit"; then
@@ -53,12 +81,11 @@ fi
 # -benchmark of both runtimes (e.g. --benchmark-only): critest.sh writes
 # no doc for a partial run, and nothing in the guest comes back to the
 # host, so the "Through the CRI" tables are printed here.
-res=build/critest/results
 if sudo test -d "$res/podlab-benchmark" && sudo test -d "$res/containerd-benchmark"; then
   doc=$(mktemp)
   cp docs/benchmarks.md "$doc"
   go run ./test/critestreport benchmark -podlab "$res/podlab-benchmark" -containerd "$res/containerd-benchmark" \
-    -doc "$doc" -params test/critest-benchmark.yaml \
+    -doc "$doc" -params "$params" \
     -containerd-version "$("$(scripts/build-containerd.sh)/containerd" --version | awk '{ print $3 }')"
   say "critest -benchmark in this guest:"
   sed -n '/^### Pod lifecycle/,/^<!-- critest-benchmark: end/p' "$doc"
