@@ -1119,7 +1119,7 @@ func (r *Runtime) updateContainerResources(ctx context.Context, req *runtimeapi.
 	}
 	if askNRI && r.NRI.Active() {
 		pod, ctr := nri.Pod(p), nriContainer(p, c)
-		res, err := r.NRI.UpdateContainer(ctx, pod, ctr, nriResources(lr))
+		res, err := r.NRI.UpdateContainer(ctx, pod, ctr, nri.Resources(lr))
 		if err != nil {
 			return nil, err
 		}

@@ -70,6 +70,9 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	if err != nil {
 		return nil, err
 	}
+	// Kept for NRI's plugins (the kubelet sizes the pod's cgroup itself);
+	// saved with the shim's socket below.
+	p.Overhead, p.Resources = req.Config.GetLinux().GetOverhead(), req.Config.GetLinux().GetResources()
 	var undo cleanup.List
 	defer func() {
 		if retErr != nil {

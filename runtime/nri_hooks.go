@@ -198,26 +198,6 @@ func (d nriDomain) EvictContainer(ctx context.Context, e *api.ContainerEviction)
 	return err
 }
 
-// nriResources is the NRI form of CRI Linux resources (containerd's
-// fromCRILinuxResources).
-func nriResources(c *runtimeapi.LinuxContainerResources) *api.LinuxResources {
-	if c == nil {
-		return nil
-	}
-	shares, quota, period := uint64(c.CpuShares), c.CpuQuota, uint64(c.CpuPeriod)
-	r := &api.LinuxResources{
-		Cpu:    &api.LinuxCPU{Shares: api.UInt64(&shares), Quota: api.Int64(&quota), Period: api.UInt64(&period), Cpus: c.CpusetCpus, Mems: c.CpusetMems},
-		Memory: &api.LinuxMemory{Limit: api.Int64(&c.MemoryLimitInBytes)},
-	}
-	for _, l := range c.HugepageLimits {
-		r.HugepageLimits = append(r.HugepageLimits, &api.HugepageLimit{PageSize: l.PageSize, Limit: l.Limit})
-	}
-	if len(c.Unified) != 0 {
-		r.Unified = c.Unified
-	}
-	return r
-}
-
 // criResourcesOf is the CRI form of NRI Linux resources (containerd's
 // toCRIResources).
 func criResourcesOf(r *api.LinuxResources) *runtimeapi.LinuxContainerResources {

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/podlab/podlab/internal/atomicfile"
 	"github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/internal/trace"
@@ -114,6 +116,12 @@ type Pod struct {
 	// RuntimeHandler is the CRI runtime handler whose OCI runtime the
 	// pod's shim runs its containers with; "" the default.
 	RuntimeHandler string `json:"runtimeHandler,omitempty"`
+	// Overhead and Resources are the pod's as the kubelet last gave them
+	// (PodSandboxConfig's linux.overhead and linux.resources, then
+	// UpdatePodSandboxResources): the kubelet sizes the pod's cgroup
+	// itself; the runtime keeps them for NRI's plugins.
+	Overhead  *runtimeapi.LinuxContainerResources `json:"overhead,omitempty"`
+	Resources *runtimeapi.LinuxContainerResources `json:"resources,omitempty"`
 
 	Containers []Container  `json:"containers,omitempty"`
 	Events     []Event      `json:"events,omitempty"`

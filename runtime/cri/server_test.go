@@ -89,10 +89,6 @@ func TestUnimplemented(t *testing.T) {
 			_, err := s.CheckpointContainer(ctx, &runtimeapi.CheckpointContainerRequest{})
 			return err
 		}, ""},
-		{"UpdatePodSandboxResources", func() error {
-			_, err := s.UpdatePodSandboxResources(ctx, &runtimeapi.UpdatePodSandboxResourcesRequest{})
-			return err
-		}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.call()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/internal/state"
 )
@@ -24,7 +25,9 @@ func Pod(p *state.Pod) *api.PodSandbox {
 		Pid:         uint32(max(p.PausePID, 0)),
 		Ips:         slices.Clone(p.IPs),
 		Linux: &api.LinuxPodSandbox{
-			CgroupsPath: p.CgroupPath,
+			CgroupsPath:  p.CgroupPath,
+			PodOverhead:  Resources(p.Overhead),
+			PodResources: Resources(p.Resources),
 		},
 	}
 	for typ, path := range map[string]string{"network": p.NetNS, "ipc": p.IPCNS, "uts": p.UTSNS} {
@@ -113,4 +116,24 @@ func containerState(s string) api.ContainerState {
 		return api.ContainerState_CONTAINER_STOPPED
 	}
 	return api.ContainerState_CONTAINER_UNKNOWN
+}
+
+// Resources is the NRI form of CRI Linux resources (containerd's
+// fromCRILinuxResources); nil for nil.
+func Resources(c *runtimeapi.LinuxContainerResources) *api.LinuxResources {
+	if c == nil {
+		return nil
+	}
+	shares, quota, period := uint64(c.CpuShares), c.CpuQuota, uint64(c.CpuPeriod)
+	r := &api.LinuxResources{
+		Cpu:    &api.LinuxCPU{Shares: api.UInt64(&shares), Quota: api.Int64(&quota), Period: api.UInt64(&period), Cpus: c.CpusetCpus, Mems: c.CpusetMems},
+		Memory: &api.LinuxMemory{Limit: api.Int64(&c.MemoryLimitInBytes)},
+	}
+	for _, l := range c.HugepageLimits {
+		r.HugepageLimits = append(r.HugepageLimits, &api.HugepageLimit{PageSize: l.PageSize, Limit: l.Limit})
+	}
+	if len(c.Unified) != 0 {
+		r.Unified = c.Unified
+	}
+	return r
 }

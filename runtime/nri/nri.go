@@ -173,14 +173,46 @@ func (a *API) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.calls.begin("RunPodSandbox")
 	err := a.adapt.RunPodSandbox(ctx, &nri.RunPodSandboxRequest{Pod: pod})
-	if err != nil {
+	if calls := a.calls.end(); err != nil {
 		// As containerd: the plugins that saw the pod hear it go.
 		a.adapt.StopPodSandbox(ctx, &nri.StopPodSandboxRequest{Pod: pod})
 		a.adapt.RemovePodSandbox(ctx, &nri.RemovePodSandboxRequest{Pod: pod})
-		return fmt.Errorf("nri: RunPodSandbox: %w", err)
+		return failed("RunPodSandbox", calls, err)
 	}
 	a.state[pod.Id] = running
+	return nil
+}
+
+// UpdatePodSandbox tells the plugins of a pod's new resources (CRI
+// UpdatePodSandboxResources) before they are recorded: an error from a
+// plugin fails the update.
+func (a *API) UpdatePodSandbox(ctx context.Context, pod *api.PodSandbox, overhead, resources *api.LinuxResources) error {
+	if a == nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls.begin("UpdatePodSandbox")
+	_, err := a.adapt.UpdatePodSandbox(ctx, &nri.UpdatePodSandboxRequest{Pod: pod, OverheadLinuxResources: overhead, LinuxResources: resources})
+	if calls := a.calls.end(); err != nil {
+		return failed("UpdatePodSandbox", calls, err)
+	}
+	return nil
+}
+
+// PostUpdatePodSandbox tells the plugins a pod's new resources are
+// recorded.
+func (a *API) PostUpdatePodSandbox(ctx context.Context, pod *api.PodSandbox) error {
+	if a == nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.adapt.PostUpdatePodSandbox(ctx, &nri.PostUpdatePodSandboxRequest{Pod: pod}); err != nil {
+		return fmt.Errorf("nri: PostUpdatePodSandbox: %w", err)
+	}
 	return nil
 }
 
@@ -237,14 +269,7 @@ func (a *API) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api
 	calls := a.calls.end()
 	a.state[ctr.Id] = created
 	if err != nil {
-		// The adaptation names the plugins of a conflict, not the one
-		// that failed: its call says.
-		for _, c := range calls {
-			if c.Err != "" {
-				return nil, calls, fmt.Errorf("nri: CreateContainer: plugin %s: %w", c.Plugin, err)
-			}
-		}
-		return nil, calls, fmt.Errorf("nri: CreateContainer: %w", err)
+		return nil, calls, failed("CreateContainer", calls, err)
 	}
 	a.apply(resp.Update, resp.Evict)
 	return resp.Adjust, calls, nil
@@ -442,4 +467,15 @@ func wrap(event string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("nri: %s: %w", event, err)
+}
+
+// failed is err of event op, naming the plugin whose call failed: the
+// adaptation names the plugins of a conflict, not the one that failed.
+func failed(op string, calls []PluginCall, err error) error {
+	for _, c := range calls {
+		if c.Err != "" {
+			return fmt.Errorf("nri: %s: plugin %s: %w", op, c.Plugin, err)
+		}
+	}
+	return fmt.Errorf("nri: %s: %w", op, err)
 }

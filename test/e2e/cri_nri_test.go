@@ -11,7 +11,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	pb "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -22,6 +24,13 @@ import (
 // socket with args; it returns once the runtime synchronized the plugin,
 // with a func that kills it (also run at cleanup).
 func nriPlugin(t *testing.T, bin, socket string, args ...string) (kill func()) {
+	kill, _ = nriPluginEvents(t, bin, socket, args...)
+	return kill
+}
+
+// nriPluginEvents is nriPlugin, with the lines the plugin prints of the
+// pod events it sees after it was synchronized.
+func nriPluginEvents(t *testing.T, bin, socket string, args ...string) (kill func(), events <-chan string) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"-socket", socket}, args...)...)
 	out, err := cmd.StdoutPipe()
@@ -44,15 +53,21 @@ func nriPlugin(t *testing.T, bin, socket string, args ...string) (kill func()) {
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		if sc.Text() == "synchronized" {
+			lines := make(chan string, 64)
 			go func() {
+				defer close(lines)
 				for sc.Scan() {
+					select {
+					case lines <- sc.Text():
+					default: // a test that does not read them
+					}
 				}
 			}()
-			return kill
+			return kill, lines
 		}
 	}
 	t.Fatalf("NRI plugin %v exited before it was synchronized: %s", args, stderr.String())
-	return nil
+	return nil, nil
 }
 
 // buildNRIPlugin builds test/e2e/nriplugin.
@@ -299,5 +314,81 @@ func TestCRINRIBadConfig(t *testing.T) {
 				t.Errorf("the CRI socket %s is left: %v", sock, err)
 			}
 		})
+	}
+}
+
+// UpdatePodSandboxResources through the CRI: NRI's plugins see a pod's
+// resources and overhead from RunPodSandbox on, hear of an update before
+// it is recorded (UpdatePodSandbox, which one plugin can refuse: the
+// update fails naming it, and the pod keeps its resources) and after
+// (PostUpdatePodSandbox, with the new ones). An unknown pod is NotFound.
+func TestCRINRIUpdatePodSandbox(t *testing.T) {
+	rootSetup(t)
+	plugin := buildNRIPlugin(t)
+	dir := t.TempDir()
+	socket := filepath.Join(dir, "nri.sock")
+	s := newCRI(t, "nri:\n  enable: true\n  socketPath: "+socket+"\n  pluginPath: "+filepath.Join(dir, "plugins")+"\n")
+	_, events := nriPluginEvents(t, plugin, socket, "-name", "watcher", "-select", "nri-upd=yes")
+	next := func(want string) {
+		t.Helper()
+		select {
+		case got := <-events:
+			if got != want {
+				t.Errorf("plugin saw %q, want %q", got, want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the plugin saw no %q", want)
+		}
+	}
+	cfg := s.podConfig("nri-upd", "nri", map[string]string{"nri-upd": "yes"})
+	if cfg.Linux == nil {
+		cfg.Linux = &pb.LinuxPodSandboxConfig{}
+	}
+	cfg.Linux.Resources = &pb.LinuxContainerResources{MemoryLimitInBytes: 64 << 20, CpuShares: 512}
+	cfg.Linux.Overhead = &pb.LinuxContainerResources{MemoryLimitInBytes: 1 << 20, CpuShares: 8}
+	podID, _ := s.runPod(t, cfg)
+	next("RunPodSandbox nri-upd resources memory=67108864 cpu-shares=512 overhead memory=1048576 cpu-shares=8")
+
+	rt, _ := s.client(t)
+	ctx := t.Context()
+	upd := &pb.UpdatePodSandboxResourcesRequest{
+		PodSandboxId: podID,
+		Resources:    &pb.LinuxContainerResources{MemoryLimitInBytes: 128 << 20, CpuShares: 1024},
+		Overhead:     &pb.LinuxContainerResources{MemoryLimitInBytes: 2 << 20, CpuShares: 16},
+	}
+	if _, err := rt.UpdatePodSandboxResources(ctx, upd); err != nil {
+		t.Fatalf("UpdatePodSandboxResources: %v", err)
+	}
+	next("UpdatePodSandbox nri-upd resources memory=134217728 cpu-shares=1024 overhead memory=2097152 cpu-shares=16")
+	next("PostUpdatePodSandbox nri-upd resources memory=134217728 cpu-shares=1024 overhead memory=2097152 cpu-shares=16")
+
+	// A plugin that refuses: the update fails naming it; the record keeps
+	// the last resources, as the next plugin event shows.
+	nriPlugin(t, plugin, socket, "-idx", "60", "-name", "refuser", "-select", "nri-upd=yes", "-fail-update")
+	upd.Resources.MemoryLimitInBytes = 256 << 20
+	_, err := rt.UpdatePodSandboxResources(ctx, upd)
+	if st := status.Convert(err); err == nil || !strings.Contains(st.Message(), "refuser") {
+		t.Errorf("UpdatePodSandboxResources refused by a plugin: %v, want an error naming the plugin", err)
+	}
+	next("UpdatePodSandbox nri-upd resources memory=268435456 cpu-shares=1024 overhead memory=2097152 cpu-shares=16")
+	var rec struct {
+		Resources struct {
+			MemoryLimit int64 `json:"memory_limit_in_bytes"`
+		} `json:"resources"`
+	}
+	if b, err := os.ReadFile(filepath.Join(stateDir, "pods", podID, "pod.json")); err != nil || json.Unmarshal(b, &rec) != nil {
+		t.Fatalf("pod record: %v", err)
+	}
+	if rec.Resources.MemoryLimit != 128<<20 {
+		t.Errorf("recorded memory limit %d after a refused update, want the last accepted %d", rec.Resources.MemoryLimit, 128<<20)
+	}
+
+	_, err = rt.UpdatePodSandboxResources(ctx, &pb.UpdatePodSandboxResourcesRequest{PodSandboxId: "0000000000000000000000000000000000000000000000000000000000000000"})
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("UpdatePodSandboxResources of an unknown pod: %v, want NotFound", err)
+	}
+	_, err = rt.UpdatePodSandboxResources(ctx, &pb.UpdatePodSandboxResourcesRequest{})
+	if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "pod_sandbox_id") {
+		t.Errorf("UpdatePodSandboxResources without an id: %v, want InvalidArgument naming pod_sandbox_id", err)
 	}
 }

@@ -2,7 +2,9 @@
 // containerd/nri's stub as NRI's own example plugins are: it adds env vars
 // and bind mounts to the containers of pods that carry a label, or fails
 // their creation. It prints "synchronized" once the runtime synchronized
-// it, so a test knows it takes part in the next event.
+// it, so a test knows it takes part in the next event, then a line for
+// each pod event of a pod it selects (the pod's name and resources as NRI
+// gave them), and can fail a pod's resource update.
 package main
 
 import (
@@ -18,10 +20,11 @@ import (
 )
 
 type plugin struct {
-	env      []*api.KeyValue
-	mounts   []*api.Mount
-	selector map[string]string
-	fail     bool
+	env        []*api.KeyValue
+	mounts     []*api.Mount
+	selector   map[string]string
+	fail       bool
+	failUpdate bool
 }
 
 func (p *plugin) Synchronize(context.Context, []*api.PodSandbox, []*api.Container) ([]*api.ContainerUpdate, error) {
@@ -55,6 +58,42 @@ func (p *plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	return adjust, nil, nil
 }
 
+// resources is "memory=LIMIT cpu-shares=SHARES" of r, "-" for each unset.
+func resources(r *api.LinuxResources) string {
+	mem, shares := "-", "-"
+	if v := r.GetMemory().GetLimit(); v != nil {
+		mem = fmt.Sprint(v.GetValue())
+	}
+	if v := r.GetCpu().GetShares(); v != nil {
+		shares = fmt.Sprint(v.GetValue())
+	}
+	return "memory=" + mem + " cpu-shares=" + shares
+}
+
+func (p *plugin) event(name string, pod *api.PodSandbox, overhead, res *api.LinuxResources) {
+	if p.selects(pod) {
+		fmt.Printf("%s %s resources %s overhead %s\n", name, pod.Name, resources(res), resources(overhead))
+	}
+}
+
+func (p *plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	p.event("RunPodSandbox", pod, pod.GetLinux().GetPodOverhead(), pod.GetLinux().GetPodResources())
+	return nil
+}
+
+func (p *plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, overhead, res *api.LinuxResources) error {
+	p.event("UpdatePodSandbox", pod, overhead, res)
+	if p.failUpdate && p.selects(pod) {
+		return errors.New("refused by the e2e plugin (-fail-update)")
+	}
+	return nil
+}
+
+func (p *plugin) PostUpdatePodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	p.event("PostUpdatePodSandbox", pod, pod.GetLinux().GetPodOverhead(), pod.GetLinux().GetPodResources())
+	return nil
+}
+
 type list []string
 
 func (l *list) String() string     { return strings.Join(*l, ",") }
@@ -66,12 +105,13 @@ func main() {
 	idx := flag.String("idx", "50", "plugin index (its order among plugins)")
 	socket := flag.String("socket", "", "the runtime's NRI socket")
 	fail := flag.Bool("fail", false, "fail the creation of the containers it selects")
+	failUpdate := flag.Bool("fail-update", false, "fail the resource updates of the pods it selects")
 	flag.Var(&env, "env", "KEY=VALUE to add (repeatable)")
 	flag.Var(&mounts, "mount", "HOSTPATH:CONTAINERPATH to bind read-only (repeatable)")
 	flag.Var(&selector, "select", "KEY=VALUE a pod's labels must hold (repeatable)")
 	flag.Parse()
 
-	p := &plugin{fail: *fail, selector: map[string]string{}}
+	p := &plugin{fail: *fail, failUpdate: *failUpdate, selector: map[string]string{}}
 	for _, e := range env {
 		k, v, _ := strings.Cut(e, "=")
 		p.env = append(p.env, &api.KeyValue{Key: k, Value: v})
