@@ -12,6 +12,15 @@ import (
 	"github.com/podlab/podlab/internal/state"
 )
 
+// nsMode is the CRI namespace mode of a pod's namespace: the node's when
+// host, else the pod's.
+func nsMode(host bool) runtimeapi.NamespaceMode {
+	if host {
+		return runtimeapi.NamespaceMode_NODE
+	}
+	return runtimeapi.NamespaceMode_POD
+}
+
 // validContainerNamespaces checks a container's NamespaceOption against
 // the modes the CRI defines for each kind: network and IPC are the pod's
 // or the node's; PID is also the container's own, or a target
@@ -64,34 +73,6 @@ func targetPID(p *state.Pod, targetID string) (int, error) {
 		return 0, errdefs.FailedPrecondition("%s: container %s's process is gone: %v", field, state.ShortID(target.ID), err)
 	}
 	return target.PID, nil
-}
-
-// containerNamespaces are the namespaces of a container's OCI spec: a
-// mount namespace of its own; the pod's user namespace (the pause's) if it
-// has one; the pod's network (with its UTS) and IPC namespaces unless it
-// or its pod uses the node's; PID as ns.Pid says.
-func containerNamespaces(ns *runtimeapi.NamespaceOption, sb sandboxInfo) []specs.LinuxNamespace {
-	out := []specs.LinuxNamespace{{Type: specs.MountNamespace}}
-	if len(sb.UIDMappings) > 0 {
-		out = append(out, specs.LinuxNamespace{Type: specs.UserNamespace, Path: fmt.Sprintf("/proc/%d/ns/user", sb.PausePID)})
-	}
-	if !sb.HostNetwork && ns.Network != runtimeapi.NamespaceMode_NODE {
-		out = append(out,
-			specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: sb.NetNS},
-			specs.LinuxNamespace{Type: specs.UTSNamespace, Path: sb.UTSNS})
-	}
-	if !sb.HostIPC && ns.Ipc != runtimeapi.NamespaceMode_NODE {
-		out = append(out, specs.LinuxNamespace{Type: specs.IPCNamespace, Path: sb.IPCNS})
-	}
-	switch ns.Pid {
-	case runtimeapi.NamespaceMode_POD:
-		out = append(out, specs.LinuxNamespace{Type: specs.PIDNamespace, Path: fmt.Sprintf("/proc/%d/ns/pid", sb.PausePID)})
-	case runtimeapi.NamespaceMode_CONTAINER:
-		out = append(out, specs.LinuxNamespace{Type: specs.PIDNamespace})
-	case runtimeapi.NamespaceMode_TARGET:
-		out = append(out, specs.LinuxNamespace{Type: specs.PIDNamespace, Path: fmt.Sprintf("/proc/%d/ns/pid", sb.TargetPID)})
-	}
-	return out
 }
 
 // usernsField names the CRI's user namespace options in errors.

@@ -26,6 +26,7 @@ import (
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/netns"
 	"github.com/podlab/podlab/runtime/shim"
+	"github.com/podlab/podlab/runtime/specgen"
 )
 
 // Streaming returns the runtime as the streaming server calls it.
@@ -133,7 +134,7 @@ func (s streamRuntime) Exec(ctx context.Context, containerID string, cmd []strin
 	}
 	if tty {
 		proc.Terminal = true
-		proc.Env = replaceEnv(proc.Env, "TERM=xterm")
+		proc.Env = specgen.ReplaceEnv(proc.Env, "TERM=xterm")
 	}
 	execID := state.NewID()
 	streams, err := shim.NewStreams(ctx, r.streamsDir(p, execID), in != nil, out != nil, errOut != nil && !tty)

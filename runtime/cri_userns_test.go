@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/internal/errdefs"
@@ -126,37 +125,5 @@ func TestContainerUserNS(t *testing.T) {
 				t.Errorf("got %v, want InvalidArgument naming userns_options and saying %q", err, tc.want)
 			}
 		})
-	}
-}
-
-// A container of a userns pod joins the pause's user namespace with the
-// pod's mappings, which runc checks against it.
-func TestContainerNamespacesUserNS(t *testing.T) {
-	m := []specs.LinuxIDMapping{{HostID: 1 << 16, Size: 1 << 16}}
-	sb := sandboxInfo{NetNS: "/net", IPCNS: "/ipc", UTSNS: "/uts", PausePID: 10, UIDMappings: m, GIDMappings: m}
-	nss := containerNamespaces(&runtimeapi.NamespaceOption{Pid: modePod}, sb)
-	if !slices.Contains(nss, specs.LinuxNamespace{Type: specs.UserNamespace, Path: "/proc/10/ns/user"}) {
-		t.Errorf("namespaces %v: no user namespace of the pause", nss)
-	}
-	sb.UIDMappings, sb.GIDMappings = nil, nil
-	nss = containerNamespaces(&runtimeapi.NamespaceOption{Pid: modePod}, sb)
-	if slices.ContainsFunc(nss, func(ns specs.LinuxNamespace) bool { return ns.Type == specs.UserNamespace }) {
-		t.Errorf("namespaces %v: a user namespace in a pod without one", nss)
-	}
-}
-
-// A CRI mount's ID mappings (the kubelet's, for a pod with hostUsers:
-// false) make the OCI mount idmapped.
-func TestBindMountIDMapped(t *testing.T) {
-	s := &specs.Spec{Linux: &specs.Linux{}}
-	m, err := bindMount(&runtimeapi.Mount{ContainerPath: "/data", HostPath: "/srv", UidMappings: idmapping(0, 1<<16, 1<<16), GidMappings: idmapping(0, 2<<16, 1<<16)}, "config.mounts[0]", s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []specs.LinuxIDMapping{{HostID: 1 << 16, Size: 1 << 16}}; !slices.Equal(m.UIDMappings, want) {
-		t.Errorf("uid mappings %v, want %v", m.UIDMappings, want)
-	}
-	if want := []specs.LinuxIDMapping{{HostID: 2 << 16, Size: 1 << 16}}; !slices.Equal(m.GIDMappings, want) {
-		t.Errorf("gid mappings %v, want %v", m.GIDMappings, want)
 	}
 }

@@ -2,10 +2,12 @@ package runtime
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/podlab/podlab/internal/otlp"
 	"github.com/podlab/podlab/internal/trace"
 )
 
@@ -63,7 +66,7 @@ const maxPending = 16
 func (r *Runtime) NewCallLog() *CallLog { return &CallLog{r: r} }
 
 // Before finds the pod and container a call names (the token).
-func (l *CallLog) Before(method string, req any) any {
+func (l *CallLog) Before(_ context.Context, method string, req any) any {
 	switch q := req.(type) {
 	case interface{ GetPodSandboxId() string }:
 		return callOn{pod: l.r.podID(q.GetPodSandboxId())}
@@ -87,8 +90,9 @@ func (l *CallLog) Before(method string, req any) any {
 // callOn is what a call names: a pod, and a container of it.
 type callOn struct{ pod, container string }
 
-// After records the call on its pod (RunPodSandbox's from its response).
-func (l *CallLog) After(method string, token, req, resp any, start time.Time, d time.Duration, err error) {
+// After records the call on its pod (RunPodSandbox's from its response),
+// and gives it to the runtime's span sink, if any (see callSpans).
+func (l *CallLog) After(ctx context.Context, method string, token, req, resp any, start time.Time, d time.Duration, err error) {
 	c := criCall{Method: method, Start: start, Dur: int64(d)}
 	if err != nil {
 		c.Err = err.Error()
@@ -98,6 +102,9 @@ func (l *CallLog) After(method string, token, req, resp any, start time.Time, d 
 	c.Detail = on.container
 	var image string
 	create := false
+	if l.r.Spans != nil {
+		defer func() { l.r.exportCall(ctx, podID, req, c) }()
+	}
 	switch q := req.(type) {
 	case *runtimeapi.RunPodSandboxRequest:
 		create = true
@@ -117,7 +124,8 @@ func (l *CallLog) After(method string, token, req, resp any, start time.Time, d 
 	case *runtimeapi.PullImageRequest:
 		c.Detail, image = q.GetImage().GetImage(), q.GetImage().GetImage()
 	case *runtimeapi.ImageStatusRequest:
-		l.hold(q.GetImage().GetImage(), c)
+		c.Detail = q.GetImage().GetImage()
+		l.hold(c.Detail, c)
 		return
 	}
 	if podID == "" {
@@ -168,6 +176,55 @@ func (l *CallLog) take() []criCall {
 	out := l.pending
 	l.pending = nil
 	return out
+}
+
+// exportCall gives call c, made on pod podID, to r.Spans as OTLP spans:
+// the call as a server span under the client's span when the call came
+// with a traceparent, and the operation's stages (those merged into the
+// ctx's recorder) under it. Calls on no pod and without a client span (the
+// kubelet's Version, Status and list polling) are left out.
+func (r *Runtime) exportCall(ctx context.Context, podID string, req any, c criCall) {
+	parent := otlp.ParentFromContext(ctx)
+	attrs := map[string]string{}
+	if md := requestPod(req); md != nil {
+		attrs[otlp.AttrPodName], attrs[otlp.AttrNamespace], attrs[otlp.AttrPodUID] = md.Name, md.Namespace, md.Uid
+	}
+	if podID != "" {
+		attrs[otlp.AttrSandboxID] = podID
+		if p, err := r.Store.PodByID(podID); err == nil {
+			attrs[otlp.AttrPodName], attrs[otlp.AttrNamespace], attrs[otlp.AttrPodUID] = p.Name, p.Namespace, p.UID
+		}
+	} else if attrs[otlp.AttrPodName] == "" && !(parent.Valid() && strings.Contains(c.Method, "Image")) {
+		// An image call of a traced pod start is kept: its trace
+		// ties it to the pod.
+		return
+	}
+	if c.Detail != "" && c.Method != "PullImage" && c.Method != "ImageStatus" {
+		attrs[otlp.AttrContainer] = c.Detail
+	}
+	rec := trace.FromContext(ctx)
+	call := otlp.Call{Method: c.Method, Detail: c.Detail, Start: c.Start, Dur: time.Duration(c.Dur), Err: c.Err,
+		Parent: parent, Attrs: attrs, Stages: rec.Spans()}
+	if rec != nil {
+		call.Begin = rec.Begin()
+	}
+	if err := r.Spans.Add(otlp.CallSpans(call)); err != nil {
+		slog.Warn("keeping the spans of a CRI call", "method", c.Method, "error", err)
+	}
+}
+
+// requestPod is the pod a request's sandbox config names (RunPodSandbox,
+// PullImage), or nil.
+func requestPod(req any) *runtimeapi.PodSandboxMetadata {
+	switch q := req.(type) {
+	case *runtimeapi.RunPodSandboxRequest:
+		return q.GetConfig().GetMetadata()
+	case *runtimeapi.PullImageRequest:
+		return q.GetSandboxConfig().GetMetadata()
+	case *runtimeapi.CreateContainerRequest:
+		return q.GetSandboxConfig().GetMetadata()
+	}
+	return nil
 }
 
 // podID is the full id of the pod whose id is or starts with id, or "".

@@ -3,6 +3,7 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/inject"
+	"github.com/podlab/podlab/runtime/specgen"
 )
 
 // criToOCI runs what RunPodSandbox and CreateContainer make of a
@@ -45,8 +47,12 @@ func criToOCI(podCfg *runtimeapi.PodSandboxConfig, ctrCfg *runtimeapi.ContainerC
 		return nil, err
 	}
 	img := &rootfs.Image{Name: "busybox:latest", Config: ocispec.ImageConfig{Cmd: []string{"sh"}, Env: []string{"PATH=/bin"}}}
-	spec, _, err := ociSpec(p, cfg, img, rootfsDir, ctrID, &inject.Injection{}, nil)
-	return spec, err
+	sbox, err := containerSandbox(p, cfg.Linux.SecurityContext.NamespaceOptions)
+	if err != nil {
+		return nil, err
+	}
+	s, _, err := specgen.Generate(context.Background(), &specgen.Container{ID: ctrID, Config: cfg, Image: img, Rootfs: rootfsDir, Injection: &inject.Injection{}}, sbox)
+	return s, err
 }
 
 // FuzzCRIToOCI feeds arbitrary ContainerConfig and PodSandboxConfig

@@ -17,6 +17,7 @@ import (
 	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/state"
+	"github.com/podlab/podlab/runtime/specgen"
 )
 
 // handlerCheck is what this process learned of a runtime binary's handler
@@ -97,7 +98,7 @@ func (r *Runtime) checkHandler(name string, cfg *oci.RuntimeConfig) *handlerChec
 		if chk.err = cli.Probe(r.Config.CgroupParent); chk.err != nil {
 			return
 		}
-		chk.rro = RecursiveReadOnlySupported() && slices.Contains(cli.MountOptions(), "rro")
+		chk.rro = specgen.RecursiveReadOnlySupported() && slices.Contains(cli.MountOptions(), "rro")
 	})
 	if cfg.Type != oci.TypeLibcontainer && cfg.Path == "" && chk.err == nil {
 		if cli, err := oci.NewCLI(*cfg); err == nil {
@@ -136,7 +137,7 @@ func (r *Runtime) runtimeHandlers() (ok []*runtimeapi.RuntimeHandler, unavailabl
 // (each probe runs once per process).
 func (r *Runtime) libcontainerFeatures() *runtimeapi.RuntimeHandlerFeatures {
 	return &runtimeapi.RuntimeHandlerFeatures{
-		RecursiveReadOnlyMounts: RecursiveReadOnlySupported(),
+		RecursiveReadOnlyMounts: specgen.RecursiveReadOnlySupported(),
 		UserNamespaces:          r.userNamespaces() == nil,
 	}
 }

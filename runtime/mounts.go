@@ -9,69 +9,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
 	"github.com/moby/sys/mountinfo"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/rootfs"
 )
-
-// bindMount is the OCI mount of a CRI mount (a host path bound into the
-// container), its propagation as the CRI asks: PRIVATE rprivate,
-// HOST_TO_CONTAINER rslave, BIDIRECTIONAL rshared. The rootfs propagation
-// follows, as containerd sets it: rshared for any rshared mount, else
-// rslave for any rslave one (a mount cannot receive events from a parent
-// that is private). recursive_read_only makes every submount read-only
-// too (mount_setattr with AT_RECURSIVE, runc's "rro").
-func bindMount(m *runtimeapi.Mount, field string, s *specs.Spec) (specs.Mount, error) {
-	opts := []string{"rbind"}
-	switch m.Propagation {
-	case runtimeapi.MountPropagation_PROPAGATION_PRIVATE:
-		opts = append(opts, "rprivate")
-	case runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER:
-		opts = append(opts, "rslave")
-		if s.Linux.RootfsPropagation != "rshared" {
-			s.Linux.RootfsPropagation = "rslave"
-		}
-	case runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL:
-		opts = append(opts, "rshared")
-		s.Linux.RootfsPropagation = "rshared"
-	default:
-		return specs.Mount{}, fmt.Errorf("%s.propagation: unknown mode %d", field, m.Propagation)
-	}
-	if m.Readonly {
-		opts = append(opts, "ro")
-	}
-	if m.RecursiveReadOnly {
-		switch {
-		case !m.Readonly:
-			return specs.Mount{}, fmt.Errorf("%s.recursive_read_only: needs readonly true", field)
-		case m.Propagation != runtimeapi.MountPropagation_PROPAGATION_PRIVATE:
-			return specs.Mount{}, fmt.Errorf("%s.recursive_read_only: needs propagation PROPAGATION_PRIVATE, not %s (a mount propagated in later would be writable)", field, m.Propagation)
-		case !RecursiveReadOnlySupported():
-			return specs.Mount{}, fmt.Errorf("%s.recursive_read_only: the kernel has no mount_setattr (Linux 5.12 or later)", field)
-		}
-		opts = append(opts, "rro")
-	}
-	return specs.Mount{Destination: m.ContainerPath, Source: m.HostPath, Type: "bind", Options: opts,
-		UIDMappings: criIDMappings(m.UidMappings), GIDMappings: criIDMappings(m.GidMappings)}, nil
-}
-
-// criIDMappings are the CRI's ID mappings of an idmapped mount (the
-// kubelet gives each mount of a pod with hostUsers: false its pod's) in
-// the OCI spec, where runc makes the mount idmapped.
-func criIDMappings(ms []*runtimeapi.IDMapping) []specs.LinuxIDMapping {
-	var out []specs.LinuxIDMapping
-	for _, m := range ms {
-		out = append(out, specs.LinuxIDMapping{ContainerID: m.ContainerId, HostID: m.HostId, Size: m.Length})
-	}
-	return out
-}
 
 // checkPropagation makes the checks containerd makes of a host path
 // before binding it with propagation: rshared needs the host mount it is
@@ -126,17 +72,6 @@ func mountOf(path string) (*mountinfo.Info, error) {
 	}
 	return best, nil
 }
-
-var rroOnce = sync.OnceValue(func() bool {
-	// An invalid fd asks the kernel nothing but whether it has the call:
-	// EBADF if so, ENOSYS if not.
-	err := unix.MountSetattr(-1, "", unix.AT_EMPTY_PATH, &unix.MountAttr{})
-	return !errors.Is(err, unix.ENOSYS)
-})
-
-// RecursiveReadOnlySupported reports whether this kernel can make a
-// mount read-only with its submounts (mount_setattr, Linux 5.12).
-func RecursiveReadOnlySupported() bool { return rroOnce() }
 
 // Image volumes (Kubernetes' ImageVolume, KEP 4639): a CRI mount with an
 // image instead of a host path. The image's layers are mounted read-only

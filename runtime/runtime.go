@@ -14,6 +14,7 @@ import (
 
 	"github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/internal/oci"
+	"github.com/podlab/podlab/internal/otlp"
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/rootfs"
@@ -55,6 +56,9 @@ type Runtime struct {
 	// NRI relays the pods' and containers' lifecycle to NRI plugins (nil:
 	// disabled; `podlab serve` starts it, see StartNRI).
 	NRI *nri.API
+	// Spans, if set, takes the CRI calls `podlab serve` answers as OTLP
+	// spans, each operation's stages under its call (see CallLog).
+	Spans otlp.Sink
 	// creating holds the IDs of containers whose CreateContainer is under
 	// way: recorded (for gc) but not yet a container a client can know of,
 	// as a pod that is Creating.
@@ -126,11 +130,6 @@ func (r *Runtime) LogDir(p *state.Pod) string {
 // kubelet half keeps them in its own pod dir now).
 func (r *Runtime) volumesDir(p *state.Pod) string {
 	return filepath.Join(r.Store.PodDir(p.ID), "volumes")
-}
-
-func sandboxOf(p *state.Pod) sandboxInfo {
-	return sandboxInfo{PodID: p.ID, NetNS: p.NetNS, IPCNS: p.IPCNS, UTSNS: p.UTSNS, PausePID: p.PausePID, Hostname: podHostname(p), HostNetwork: p.HostNetwork, HostIPC: p.HostIPC, HostPID: p.HostPID, SharePID: p.ShareProcNS, Cgroup: podCgroup(p), OOMScoreAdjFloor: oomScoreAdjFloor(),
-		UIDMappings: ociIDMappings(p.UIDMappings), GIDMappings: ociIDMappings(p.GIDMappings)}
 }
 
 // cgroupDriver is cfg's cgroup driver (Validate checked it).
@@ -229,23 +228,6 @@ func readLayersJSON(bundle string) (*Layers, error) {
 
 // ReadSpec loads a bundle's config.json.
 func ReadSpec(bundle string) (*specs.Spec, error) { return oci.ReadSpec(bundle) }
-
-// hookFor returns the createContainer hook that bind-mounts the "hook"
-// injection point's mounts (this binary, `podlab hook create-container`), or nil.
-func (r *Runtime) hookFor(inj *inject.Injection) (*specs.Hook, error) {
-	if len(inj.HookMounts) == 0 {
-		return nil, nil
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	h, err := inject.CreateContainerHook(exe, inj.HookMounts)
-	if err != nil {
-		return nil, err
-	}
-	return &h, nil
-}
 
 // RefreshContainer fills in exit status written by the shim and corrects a
 // Running container whose process is gone.

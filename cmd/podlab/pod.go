@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -15,8 +16,10 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/internal/errdefs"
+	"github.com/podlab/podlab/internal/otlp"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/runtime"
+	"github.com/podlab/podlab/runtime/config"
 	"github.com/podlab/podlab/runtime/kubelet"
 )
 
@@ -194,13 +197,41 @@ func podCommand(g *globalFlags, names []string, ignoreMissing bool, fn func(*kub
 }
 
 func newTraceCmd(g *globalFlags) *cobra.Command {
-	var output string
+	var output, podKey, export string
+	var polls bool
 	cmd := &cobra.Command{
-		Use:     "trace POD",
-		Short:   "Show the timed stages of a pod's creation, under the CRI calls that ran them",
-		Example: "  sudo podlab trace web\n  sudo podlab trace web -o chrome > web.json   # open in Perfetto",
-		Args:    cobra.ExactArgs(1),
+		Use:   "trace POD | trace --pod NS/NAME",
+		Short: "Show the timed stages of a pod's creation, under the CRI calls that ran them; with --pod, one waterfall across apiserver, kubelet and podlab",
+		Long: `trace POD shows podlab's stages of a pod under the CRI calls that ran them.
+
+trace --pod NS/NAME shows one waterfall from the spans podlab serve received
+over OTLP (--otlp-listen) and its own: the apiserver's requests on the pod
+(its binding, status updates) and the creates that made it, the kubelet's
+syncPod and CRI client calls, podlab's CRI calls under them and podlab's
+stages under those. The LINK column says how each span was tied to the
+pod (--polls also shows the kubelet's status polling): attrs (it names the pod, its uid or sandbox), url (an apiserver
+request on .../pods/NAME), trace (it shares a trace with one of those),
+ns+time (an apiserver create whose URL names no object: the last pods,
+replicasets, deployments create in the namespace before the pod's first
+span, a guess).`,
+		Example: `  sudo podlab trace web
+  sudo podlab trace web -o chrome > web.json   # open in Perfetto
+  sudo podlab trace --pod default/web-5d8f7c9b6-x2x9q
+  sudo podlab trace --pod kube-system/etcd-node1 --otlp-export 127.0.0.1:14317`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if podKey != "" {
+				if len(args) > 0 {
+					return fmt.Errorf("trace: give either POD or --pod NS/NAME, not both")
+				}
+				return podWaterfall(cmd.Context(), g, podKey, output, export, otlp.Options{Polls: polls})
+			}
+			if len(args) != 1 {
+				return fmt.Errorf("trace: POD or --pod NS/NAME required")
+			}
+			if export != "" || polls {
+				return fmt.Errorf("--otlp-export and --polls: only with --pod")
+			}
 			rt, err := g.runtime()
 			if err != nil {
 				return err
@@ -235,5 +266,53 @@ func newTraceCmd(g *globalFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, yaml or chrome (trace-event JSON)")
+	cmd.Flags().StringVar(&podKey, "pod", "", "NS/NAME: the waterfall of this Kubernetes pod across apiserver, kubelet and podlab, from the spans podlab serve kept (see serve --otlp-listen)")
+	cmd.Flags().StringVar(&export, "otlp-export", "", "with --pod: also send the waterfall's spans to this OTLP/gRPC collector (host:port)")
+	cmd.Flags().BoolVar(&polls, "polls", false, "with --pod: also show the kubelet's status polling (a trace per PodSandboxStatus, ContainerStatus ... call)")
 	return cmd
+}
+
+// podWaterfall prints pod NS/NAME's waterfall from the span store.
+func podWaterfall(ctx context.Context, g *globalFlags, key, output, export string, opts otlp.Options) error {
+	ns, name, ok := strings.Cut(key, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return fmt.Errorf("--pod %q: want NAMESPACE/NAME", key)
+	}
+	cfg, err := config.Load(g.configPath)
+	if err != nil {
+		return err
+	}
+	ix, err := otlp.ReadIndex(filepath.Join(cfg.StateDir, otlp.StoreDir))
+	if err != nil {
+		return err
+	}
+	w, err := otlp.PodWaterfall(ix, ns, name, opts)
+	if err != nil {
+		return err
+	}
+	if len(w.Rows) == 0 {
+		return fmt.Errorf("--pod %s: no spans name this pod in %s (is podlab serve running with --otlp-listen, and the kubelet tracing to it?)", key, filepath.Join(cfg.StateDir, otlp.StoreDir))
+	}
+	if export != "" {
+		exp, err := otlp.NewExporter(export, nil)
+		if err != nil {
+			return err
+		}
+		err = exp.Export(ctx, w.Spans())
+		if cerr := exp.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	switch strings.ToLower(output) {
+	case "table":
+		w.WriteTable(os.Stdout)
+		return nil
+	case "chrome":
+		return w.WriteChrome(os.Stdout)
+	default:
+		return printObject(os.Stdout, output, w)
+	}
 }

@@ -5,17 +5,19 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/podlab/podlab/internal/otlp"
 	"github.com/podlab/podlab/runtime"
 	"github.com/podlab/podlab/runtime/config"
 	"github.com/podlab/podlab/runtime/cri"
 )
 
 func newServeCmd(g *globalFlags) *cobra.Command {
-	var listen, streamingAddr, logLevel, logFormat string
+	var listen, streamingAddr, logLevel, logFormat, otlpListen, otlpExport string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the CRI (RuntimeService, ImageService) on a unix socket for crictl, critest and the kubelet",
@@ -39,6 +41,14 @@ started; each hears the pods' and containers' events and may adjust
 containers, and podlab inspect shows which plugin changed what.
 nri.enable: false turns NRI off.
 
+With --otlp-listen (config otlp.listen, by convention 127.0.0.1:4317) it
+receives OpenTelemetry spans over OTLP/gRPC (TraceService/Export) from the
+kube-apiserver, the kubelet and etcd; it keeps them, and its own spans
+(each CRI call a pod gets, under the kubelet's span from the call's
+traceparent, with podlab's stages under it), in <stateDir>/otlp, bounded
+(64 MiB, a day), for podlab trace --pod. With --otlp-export (otlp.export)
+it sends both on to a collector (Jaeger, Tempo).
+
 Not implemented yet, and answered "Unimplemented": checkpoints and
 events.`,
 		Example: `  sudo podlab serve
@@ -56,6 +66,15 @@ events.`,
 
 			cfg, err := config.Load(g.configPath)
 			if err != nil {
+				return err
+			}
+			if otlpListen != "" {
+				cfg.OTLP.Listen = otlpListen
+			}
+			if otlpExport != "" {
+				cfg.OTLP.Export = otlpExport
+			}
+			if err := cfg.OTLP.Validate(); err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -98,6 +117,13 @@ events.`,
 			if rt.NRI != nil {
 				log.Info("NRI enabled", "socket", rt.NRI.SocketPath())
 			}
+			if cfg.OTLP.Enabled() {
+				stopOTLP, err := serveOTLP(ctx, cfg, rt, log)
+				if err != nil {
+					return err
+				}
+				defer stopOTLP()
+			}
 			srv := cri.NewServer(rt, rt, log).RecordCallsTo(rt.NewCallLog())
 			if streamingAddr == "" {
 				streamingAddr = cfg.StreamingAddress
@@ -112,5 +138,59 @@ events.`,
 	cmd.Flags().StringVar(&streamingAddr, "streaming-address", "", "host:port of the streaming server for exec, attach and port-forward (port 0 picks one; default: the config's streamingAddress, 127.0.0.1:0)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug (one line per call), info, warn or error")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	cmd.Flags().StringVar(&otlpListen, "otlp-listen", "", "host:port to receive OTLP/gRPC spans on (the apiserver's, kubelet's, etcd's; conventionally 127.0.0.1:4317; default: the config's otlp.listen)")
+	cmd.Flags().StringVar(&otlpExport, "otlp-export", "", "host:port of an OTLP/gRPC collector to send podlab's and the received spans to (default: the config's otlp.export)")
 	return cmd
+}
+
+// serveOTLP keeps spans in the state dir's span store: podlab's own CRI
+// calls' (rt.Spans) and, with otlp.listen, those the node's components
+// export to its receiver; with otlp.export, both also go to a collector.
+// The returned func stops the receiver and flushes the exporter.
+func serveOTLP(ctx context.Context, cfg *config.Config, rt *runtime.Runtime, log *slog.Logger) (stop func(), err error) {
+	store, err := otlp.OpenStore(filepath.Join(cfg.StateDir, otlp.StoreDir), otlp.DefaultLimits)
+	if err != nil {
+		return nil, err
+	}
+	sink := otlp.Tee{store}
+	var exp *otlp.Exporter
+	if cfg.OTLP.Export != "" {
+		if exp, err = otlp.NewExporter(cfg.OTLP.Export, log); err != nil {
+			store.Close()
+			return nil, err
+		}
+		sink = append(sink, exp)
+		log.Info("OTLP export", "collector", cfg.OTLP.Export)
+	}
+	rt.Spans = sink
+	ctx, cancel := context.WithCancel(ctx)
+	served := make(chan struct{})
+	if cfg.OTLP.Listen == "" {
+		close(served)
+	} else {
+		l, err := otlp.Listen(cfg.OTLP.Listen)
+		if err != nil {
+			cancel()
+			if exp != nil {
+				exp.Close()
+			}
+			store.Close()
+			return nil, err
+		}
+		log.Info("OTLP receiver", "address", l.Addr().String(), "store", store.Dir())
+		go func() {
+			defer close(served)
+			if err := otlp.NewReceiver(sink, log).Serve(ctx, l); err != nil {
+				log.Error("OTLP receiver stopped", "error", err)
+			}
+		}()
+	}
+	return func() {
+		cancel()
+		<-served
+		if exp != nil {
+			exp.Close()
+		}
+		store.Close()
+	}, nil
 }

@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -69,6 +70,38 @@ type Config struct {
 	// NRI is the Node Resource Interface of `podlab serve`: its socket,
 	// its pre-registered plugins, its timeouts (see runtime/nri).
 	NRI nri.Config `json:"nri"`
+	// OTLP is `podlab serve`'s OpenTelemetry traces (internal/otlp).
+	OTLP OTLP `json:"otlp"`
+}
+
+// OTLP configures the OTLP/gRPC trace receiver and exporter of `podlab
+// serve`. With either set, podlab keeps spans (received ones and its
+// own) in <stateDir>/otlp for `podlab trace --pod`.
+type OTLP struct {
+	// Listen is where the receiver takes the apiserver's, the kubelet's
+	// and etcd's spans: host:port, by convention 127.0.0.1:4317; ""
+	// receives none.
+	Listen string `json:"listen,omitempty"`
+	// Export is a collector (Jaeger, Tempo, an OpenTelemetry Collector)
+	// podlab sends its own spans and the ones it received to: host:port,
+	// plaintext; "" sends none.
+	Export string `json:"export,omitempty"`
+}
+
+// Enabled says whether serve keeps spans.
+func (o OTLP) Enabled() bool { return o.Listen != "" || o.Export != "" }
+
+// Validate checks both addresses are host:port.
+func (o OTLP) Validate() error {
+	for field, addr := range map[string]string{"otlp.listen": o.Listen, "otlp.export": o.Export} {
+		if addr == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+			return fmt.Errorf("%s: want host:port, got %q", field, addr)
+		}
+	}
+	return nil
 }
 
 // Runtime is the OCI runtime of a runtime handler.
@@ -181,6 +214,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.NRI.Validate(); err != nil {
+		return err
+	}
+	if err := c.OTLP.Validate(); err != nil {
 		return err
 	}
 	return c.Registry.Validate()

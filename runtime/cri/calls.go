@@ -6,6 +6,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/podlab/podlab/internal/otlp"
+	"github.com/podlab/podlab/internal/trace"
 )
 
 // CallRecorder keeps the CRI calls a client makes on each pod, so that a
@@ -14,9 +18,14 @@ import (
 // own stages. Before is called before the handler, with the request, and
 // returns what After needs (the pod a call names may be gone after it:
 // RemoveContainer); After is called with the response and error.
+//
+// The context both get carries the client's span, when the call came with
+// a W3C traceparent in its metadata (otlp.ParentFromContext; the kubelet's
+// otelgrpc client sends one), and a recorder the operation's stages were
+// merged into (trace.FromContext), begun at start.
 type CallRecorder interface {
-	Before(method string, req any) any
-	After(method string, token any, req, resp any, start time.Time, d time.Duration, err error)
+	Before(ctx context.Context, method string, req any) any
+	After(ctx context.Context, method string, token any, req, resp any, start time.Time, d time.Duration, err error)
 }
 
 // RecordCallsTo has the server report every unary call to rec.
@@ -30,10 +39,22 @@ func (s *Server) RecordCallsTo(rec CallRecorder) *Server {
 func callInterceptor(rec CallRecorder) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		method := path.Base(info.FullMethod)
-		token := rec.Before(method, req)
 		start := time.Now()
+		if md, ok := metadata.FromIncomingContext(ctx); ok {
+			// A malformed traceparent is ignored, as the W3C spec
+			// asks: the call starts a trace of its own.
+			if tp := md.Get("traceparent"); len(tp) == 1 {
+				if sc, err := otlp.ParseTraceparent(tp[0]); err == nil {
+					ctx = otlp.ContextWithParent(ctx, sc)
+				}
+			}
+		}
+		if trace.FromContext(ctx) == nil {
+			ctx = trace.WithRecorder(ctx, trace.NewAt(start))
+		}
+		token := rec.Before(ctx, method, req)
 		resp, err := handler(ctx, req)
-		rec.After(method, token, req, resp, start, time.Since(start), err)
+		rec.After(ctx, method, token, req, resp, start, time.Since(start), err)
 		return resp, err
 	}
 }

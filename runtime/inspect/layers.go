@@ -32,6 +32,7 @@ import (
 	"github.com/podlab/podlab/runtime"
 	"github.com/podlab/podlab/runtime/inject"
 	"github.com/podlab/podlab/runtime/kubecontainer"
+	"github.com/podlab/podlab/runtime/specgen"
 )
 
 // Layer names, in data-path order.
@@ -198,7 +199,7 @@ func seccompMode(v string) string {
 // rules name. Unconfined when the spec has none.
 func OCISeccomp(s *specs.Spec, profile string) string {
 	if s == nil || s.Linux == nil || s.Linux.Seccomp == nil {
-		return runtime.SeccompUnconfined + " (no linux.seccomp)"
+		return specgen.SeccompUnconfined + " (no linux.seccomp)"
 	}
 	if profile == "" {
 		profile = "linux.seccomp"

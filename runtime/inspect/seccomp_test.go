@@ -7,6 +7,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/podlab/podlab/runtime"
+	"github.com/podlab/podlab/runtime/specgen"
 )
 
 func TestSeccompAtOCIAndProcessLayers(t *testing.T) {
@@ -15,13 +16,13 @@ func TestSeccompAtOCIAndProcessLayers(t *testing.T) {
 		Syscalls:      []specs.LinuxSyscall{{Names: []string{"read", "write"}, Action: specs.ActAllow}, {Names: []string{"mkdir"}, Action: specs.ActErrno}},
 	}}}
 	unconfined := &specs.Spec{Linux: &specs.Linux{}}
-	if got, want := OCISeccomp(confined, runtime.SeccompRuntimeDefault), "RuntimeDefault (defaultAction SCMP_ACT_ERRNO, 2 rules naming 3 syscalls)"; got != want {
+	if got, want := OCISeccomp(confined, specgen.SeccompRuntimeDefault), "RuntimeDefault (defaultAction SCMP_ACT_ERRNO, 2 rules naming 3 syscalls)"; got != want {
 		t.Errorf("OCISeccomp = %q, want %q", got, want)
 	}
-	if got := OCISeccomp(unconfined, runtime.SeccompUnconfined); got != "Unconfined (no linux.seccomp)" {
+	if got := OCISeccomp(unconfined, specgen.SeccompUnconfined); got != "Unconfined (no linux.seccomp)" {
 		t.Errorf("OCISeccomp(unconfined) = %q", got)
 	}
-	ls := BuildCRILayers(&runtime.Layers{OCI: confined, Seccomp: runtime.SeccompRuntimeDefault}, &Process{PID: 7, Seccomp: SeccompFilter}, "")
+	ls := BuildCRILayers(&runtime.Layers{OCI: confined, Seccomp: specgen.SeccompRuntimeDefault}, &Process{PID: 7, Seccomp: SeccompFilter}, "")
 	if oci := FindLayer(ls, LayerOCI); !strings.HasPrefix(oci.Seccomp, "RuntimeDefault (") {
 		t.Errorf("oci layer seccomp %q", oci.Seccomp)
 	}
@@ -41,7 +42,7 @@ func TestSeccompAtOCIAndProcessLayers(t *testing.T) {
 		{"unconfined", unconfined, SeccompDisabled, true, "Seccomp: 0 (disabled), unconfined as config.json asks"},
 	}
 	for _, tt := range tests {
-		ch := checkSeccomp("app", &runtime.Layers{OCI: tt.spec, Seccomp: runtime.SeccompRuntimeDefault}, &Process{PID: 7, Seccomp: tt.mode})
+		ch := checkSeccomp("app", &runtime.Layers{OCI: tt.spec, Seccomp: specgen.SeccompRuntimeDefault}, &Process{PID: 7, Seccomp: tt.mode})
 		if ch.OK != tt.ok || ch.Detail != tt.detail || ch.Item != "seccomp" {
 			t.Errorf("%s: %+v", tt.name, ch)
 		}

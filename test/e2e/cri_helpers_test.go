@@ -31,7 +31,8 @@ type criServer struct {
 	config    string // podlab config: TestMain's plus the test's extra YAML
 	crictlCfg string
 	crictlBin string
-	logPath   string // the servers' combined stdout/stderr
+	logPath   string   // the servers' combined stdout/stderr
+	serveArgs []string // podlab serve's flags beyond --listen and --log-level
 
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has been waited for
@@ -65,7 +66,13 @@ func findCrictl(t *testing.T) string {
 // removed with `podlab rm -f`, the private dir goes.
 func newCRI(t *testing.T, extraConfig string) *criServer {
 	t.Helper()
-	s := &criServer{t: t, crictlBin: findCrictl(t)}
+	return newCRIWithArgs(t, extraConfig)
+}
+
+// newCRIWithArgs is newCRI with more flags for podlab serve.
+func newCRIWithArgs(t *testing.T, extraConfig string, serveArgs ...string) *criServer {
+	t.Helper()
+	s := &criServer{t: t, crictlBin: findCrictl(t), serveArgs: serveArgs}
 	// Unix socket paths are limited to 108 bytes: keep the dir short.
 	dir, err := os.MkdirTemp("", "plcri")
 	if err != nil {
@@ -124,7 +131,8 @@ func tail(s string, lines int) string {
 
 // serveCmd is the command line of a server on sock.
 func (s *criServer) serveCmd(sock string) *exec.Cmd {
-	return exec.Command(podlabBin, "--config", s.config, "serve", "--listen", "unix://"+sock, "--log-level", "debug")
+	args := append([]string{"--config", s.config, "serve", "--listen", "unix://" + sock, "--log-level", "debug"}, s.serveArgs...)
+	return exec.Command(podlabBin, args...)
 }
 
 // start starts a server and waits until it answers Version and

@@ -65,13 +65,25 @@ func kubeletBinary(t *testing.T) string {
 
 // startKubelet runs the kubelet until the test ends and waits for its
 // healthz. Stopping it leaves its pods, as a kubelet restart does.
-func startKubelet(t *testing.T, bin, dir, sock string) {
+// extraConfig is appended to its KubeletConfiguration (top-level keys
+// lib.sh does not write).
+func startKubelet(t *testing.T, bin, dir, sock, extraConfig string) {
 	t.Helper()
 	const healthz = 20348
 	if err := kubeletLib(t, "kubelet_write_config", dir, sock, fmt.Sprint(healthz)); err != nil {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(dir, "kubelet.yaml")
+	if extraConfig != "" {
+		f, err := os.OpenFile(cfg, os.O_WRONLY|os.O_APPEND, 0)
+		if err == nil {
+			_, err = f.WriteString(extraConfig)
+			f.Close()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	logPath := filepath.Join(dir, "kubelet.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -150,7 +162,7 @@ func TestKubeletStaticPod(t *testing.T) {
 			t.Errorf("restoring the host after the kubelet: %v", err)
 		}
 	})
-	startKubelet(t, bin, kdir, s.sock)
+	startKubelet(t, bin, kdir, s.sock, "")
 
 	// Renamed in: the kubelet's inotify watch must not read a half-written file.
 	manifest := filepath.Join(kdir, "manifests", "kdemo.yaml")

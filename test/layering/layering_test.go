@@ -7,7 +7,10 @@
 //   - nothing under cmd/ imports the state store (internal/state): cmd/
 //     parses flags and prints, the runtime operations own the store;
 //   - the CRI server (runtime/cri) imports no state store either: it is a
-//     thin layer over the runtime operations.
+//     thin layer over the runtime operations;
+//   - the spec builder (runtime/specgen) imports neither the runtime core nor
+//     anything above it, nor the state store: it converts what it is
+//     given.
 //
 // A unit test: no root needed.
 package layering
@@ -84,7 +87,7 @@ type rule struct {
 
 func TestLayering(t *testing.T) {
 	pkgs := listPackages(t)
-	for _, want := range []string{"internal/state", "cmd/podlab", "runtime", "runtime/cri", "runtime/kubelet", "sandbox"} {
+	for _, want := range []string{"internal/state", "cmd/podlab", "runtime", "runtime/cri", "runtime/kubelet", "runtime/specgen", "sandbox"} {
 		if _, ok := pkgs[module+"/"+want]; !ok {
 			t.Errorf("package %s not found: the rules below would hold vacuously", want)
 		}
@@ -121,6 +124,20 @@ func TestLayering(t *testing.T) {
 				return p == module+"/runtime" || under(p, "runtime/cri") || under(p, "runtime/shim") || under(p, "sandbox") || under(p, "rootfs")
 			},
 			banned:     func(p string) bool { return under(p, "runtime/kubelet") },
+			transitive: true,
+			codeOnly:   true,
+		},
+		{
+			// The CRI → OCI conversion is a room of its own: the runtime
+			// core hands it the config, the image and the sandbox, and it
+			// never calls back into the handlers or reads their records.
+			name: "specgen_imports_no_runtime_core",
+			from: func(p string) bool { return under(p, "runtime/specgen") },
+			banned: func(p string) bool {
+				return p == module+"/runtime" || under(p, "runtime/shim") || under(p, "runtime/cri") ||
+					under(p, "runtime/kubelet") || under(p, "runtime/bench") || under(p, "runtime/inspect") ||
+					under(p, "internal/state") || under(p, "sandbox")
+			},
 			transitive: true,
 			codeOnly:   true,
 		},

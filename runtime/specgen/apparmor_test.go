@@ -1,4 +1,4 @@
-package runtime
+package specgen
 
 import (
 	"errors"
@@ -52,7 +52,7 @@ func TestApplyAppArmor(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			loaded := false
-			host := appArmorHost{
+			host := AppArmorHost{
 				enabled:     tc.enabled,
 				loaded:      func(name string) (bool, error) { return loadedProfiles[name], nil },
 				loadDefault: func() error { loaded = true; return nil },
@@ -81,7 +81,7 @@ func TestApplyAppArmor(t *testing.T) {
 // TestApplyAppArmorLoadFails: a default profile that cannot be loaded fails
 // the container, naming the profile, rather than running it unconfined.
 func TestApplyAppArmorLoadFails(t *testing.T) {
-	host := appArmorHost{enabled: true, loadDefault: func() error { return errors.New("apparmor_parser: not found") }}
+	host := AppArmorHost{enabled: true, loadDefault: func() error { return errors.New("apparmor_parser: not found") }}
 	s := &specs.Spec{Process: &specs.Process{}}
 	if _, err := applyAppArmor(s, &runtimeapi.LinuxContainerSecurityContext{}, host); err == nil || !strings.Contains(err.Error(), AppArmorDefaultProfile) {
 		t.Fatalf("err %v, want the load failure naming %s", err, AppArmorDefaultProfile)

@@ -1,4 +1,4 @@
-package runtime
+package specgen
 
 import (
 	"os"
@@ -128,4 +128,24 @@ func TestBindMountPropagation(t *testing.T) {
 			t.Errorf("%v: options %v rootfs %q, want %v %q", tc.mounts, opts, s.Linux.RootfsPropagation, tc.wantOpts, tc.rootfs)
 		}
 	}
+}
+
+// A CRI mount's ID mappings (the kubelet's, for a pod with hostUsers:
+// false) make the OCI mount idmapped.
+func TestBindMountIDMapped(t *testing.T) {
+	s := &specs.Spec{Linux: &specs.Linux{}}
+	m, err := bindMount(&runtimeapi.Mount{ContainerPath: "/data", HostPath: "/srv", UidMappings: idmapping(0, 1<<16, 1<<16), GidMappings: idmapping(0, 2<<16, 1<<16)}, "config.mounts[0]", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []specs.LinuxIDMapping{{HostID: 1 << 16, Size: 1 << 16}}; !slices.Equal(m.UIDMappings, want) {
+		t.Errorf("uid mappings %v, want %v", m.UIDMappings, want)
+	}
+	if want := []specs.LinuxIDMapping{{HostID: 2 << 16, Size: 1 << 16}}; !slices.Equal(m.GIDMappings, want) {
+		t.Errorf("gid mappings %v, want %v", m.GIDMappings, want)
+	}
+}
+
+func idmapping(container, host, length uint32) []*runtimeapi.IDMapping {
+	return []*runtimeapi.IDMapping{{ContainerId: container, HostId: host, Length: length}}
 }

@@ -1,6 +1,7 @@
-package runtime
+package specgen
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -65,17 +66,17 @@ func appArmorProfile(sc *runtimeapi.LinuxContainerSecurityContext) (*runtimeapi.
 	}
 }
 
-// appArmorHost is what the choice of a profile needs of the host.
-type appArmorHost struct {
+// AppArmorHost is what the choice of a profile needs of the host.
+type AppArmorHost struct {
 	enabled     bool
 	loaded      func(name string) (bool, error)
 	loadDefault func() error // loads AppArmorDefaultProfile if it is not
 }
 
-// hostAppArmor is this host's AppArmor, as runc sees it (the module's
+// HostAppArmor is this host's AppArmor, as runc sees it (the module's
 // enabled parameter), with the kernel's list of loaded profiles.
-func hostAppArmor() appArmorHost {
-	return appArmorHost{enabled: runcapparmor.IsEnabled(), loaded: apparmor.IsLoaded, loadDefault: loadAppArmorDefault}
+func HostAppArmor() AppArmorHost {
+	return AppArmorHost{enabled: runcapparmor.IsEnabled(), loaded: apparmor.IsLoaded, loadDefault: loadAppArmorDefault}
 }
 
 // applyAppArmor sets s's AppArmor profile from the container's security
@@ -84,7 +85,7 @@ func hostAppArmor() appArmorHost {
 // a lie); where it is on, no request means RuntimeDefault, a privileged
 // container runs unconfined under RuntimeDefault, and a Localhost profile
 // must be loaded already. It returns the profile set ("" for none).
-func applyAppArmor(s *specs.Spec, sc *runtimeapi.LinuxContainerSecurityContext, host appArmorHost) (string, error) {
+func applyAppArmor(s *specs.Spec, sc *runtimeapi.LinuxContainerSecurityContext, host AppArmorHost) (string, error) {
 	sp, err := appArmorProfile(sc)
 	if err != nil {
 		return "", err
@@ -151,4 +152,22 @@ func UnloadAppArmorDefault() error {
 	}
 	// The kernel's interface: the profile's name written to .remove.
 	return os.WriteFile("/sys/kernel/security/apparmor/.remove", []byte(AppArmorDefaultProfile), 0)
+}
+
+// checkAppArmor checks the AppArmor profile the security context asks
+// for, before the rest of the security context is read: a bad request
+// fails the same way whether or not this host has AppArmor.
+func checkAppArmor(sc *runtimeapi.LinuxContainerSecurityContext) Opt {
+	return func(context.Context, *specs.Spec) error {
+		_, err := appArmorProfile(sc)
+		return err
+	}
+}
+
+// WithAppArmor sets the process's AppArmor profile (see applyAppArmor).
+func WithAppArmor(sc *runtimeapi.LinuxContainerSecurityContext, host AppArmorHost) Opt {
+	return func(_ context.Context, s *specs.Spec) error {
+		_, err := applyAppArmor(s, sc, host)
+		return err
+	}
 }

@@ -1,4 +1,4 @@
-package runtime
+package specgen
 
 import (
 	"os"
@@ -35,7 +35,7 @@ func TestLimitsLandInCgroupV2Files(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := sandboxInfo{PodID: "pod", Cgroup: cgroups.Pod{Driver: cgroups.Cgroupfs, Path: "/podlab/pod"}}
+	sb := Sandbox{PodID: "pod", Cgroup: cgroups.Pod{Driver: cgroups.Cgroupfs, Path: "/podlab/pod"}}
 	spec, err := buildOCI(kubelet.BuildCRI(in.Input, opts, nsOptions(sb)), in.Image, "/rootfs", "ctr", sb, in.Inject, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +103,7 @@ func TestCgroupNamespace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sb := sandboxInfo{PodID: "pod", Cgroup: cgroups.Pod{Driver: cgroups.Cgroupfs, Path: "/podlab/pod"}}
+		sb := Sandbox{PodID: "pod", Cgroup: cgroups.Pod{Driver: cgroups.Cgroupfs, Path: "/podlab/pod"}}
 		cfg := kubelet.BuildCRI(in.Input, opts, nsOptions(sb))
 		cfg.Linux.SecurityContext.Privileged = tc.privileged
 		spec, err := buildOCI(cfg, in.Image, "/rootfs", "ctr", sb, in.Inject, nil)
@@ -120,10 +120,10 @@ func TestCgroupNamespace(t *testing.T) {
 // TestOCIResourcesOnlyWhatIsSet keeps a container without limits free of
 // CPU and memory sections, which on v2 would need those controllers.
 func TestOCIResourcesOnlyWhatIsSet(t *testing.T) {
-	if r := ociResources(&runtimeapi.LinuxContainerResources{}); r.CPU != nil || r.Memory != nil {
+	if r := Resources(&runtimeapi.LinuxContainerResources{}); r.CPU != nil || r.Memory != nil {
 		t.Errorf("no limits: cpu %+v memory %+v", r.CPU, r.Memory)
 	}
-	r := ociResources(&runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 1 << 20})
+	r := Resources(&runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 1 << 20})
 	if r.CPU != nil || r.Memory == nil || *r.Memory.Limit != 1<<20 {
 		t.Errorf("memory only: cpu %+v memory %+v", r.CPU, r.Memory)
 	}

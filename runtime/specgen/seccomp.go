@@ -1,6 +1,7 @@
-package runtime
+package specgen
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 
@@ -95,4 +96,17 @@ func applySeccomp(s *specs.Spec, sc *runtimeapi.LinuxContainerSecurityContext) (
 		return "", errdefs.InvalidArgument("%s: %v", field, err)
 	}
 	return SeccompLocalhost + " " + path, nil
+}
+
+// WithSeccomp sets the process's seccomp profile (see applySeccomp) and
+// records in profile which it is.
+func WithSeccomp(sc *runtimeapi.LinuxContainerSecurityContext, profile *string) Opt {
+	return func(_ context.Context, s *specs.Spec) error {
+		p, err := applySeccomp(s, sc)
+		if err != nil {
+			return err
+		}
+		*profile = p
+		return nil
+	}
 }

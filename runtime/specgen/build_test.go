@@ -1,8 +1,7 @@
-package runtime
+package specgen
 
 import (
-	"os"
-	"path/filepath"
+	"context"
 	"reflect"
 	"slices"
 	"strings"
@@ -49,8 +48,21 @@ type testIn struct {
 	Image *rootfs.Image
 }
 
+// buildOCI is Build of a container of cfg on img and sb.
+func buildOCI(cfg *runtimeapi.ContainerConfig, img *rootfs.Image, rootfsPath, id string, sb Sandbox, inj *inject.Injection, hook *specs.Hook) (*specs.Spec, error) {
+	return Build(context.Background(), &Container{ID: id, Config: cfg, Image: img, Rootfs: rootfsPath, Injection: inj, Hook: hook}, &sb)
+}
+
+// nsMode is the mode the kubelet gives a pod's namespace.
+func nsMode(host bool) runtimeapi.NamespaceMode {
+	if host {
+		return runtimeapi.NamespaceMode_NODE
+	}
+	return runtimeapi.NamespaceMode_POD
+}
+
 // nsOptions is what the kubelet sends for a container in sandbox sb.
-func nsOptions(sb sandboxInfo) *runtimeapi.NamespaceOption {
+func nsOptions(sb Sandbox) *runtimeapi.NamespaceOption {
 	ns := &runtimeapi.NamespaceOption{Network: nsMode(sb.HostNetwork), Ipc: nsMode(sb.HostIPC), Pid: runtimeapi.NamespaceMode_CONTAINER}
 	if sb.HostPID {
 		ns.Pid = runtimeapi.NamespaceMode_NODE
@@ -102,7 +114,7 @@ func TestLayersCarryEachSource(t *testing.T) {
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("options envs by source = %v, want %v", names, want)
 	}
-	sb := sandboxInfo{PodID: "pod", NetNS: "/var/run/netns/x", IPCNS: "/var/run/ipcns/x", UTSNS: "/var/run/utsns/x", PausePID: 42, Cgroup: cgroups.Pod{Driver: cgroups.Cgroupfs, Path: "/podlab/pod"}}
+	sb := Sandbox{PodID: "pod", NetNS: "/var/run/netns/x", IPCNS: "/var/run/ipcns/x", UTSNS: "/var/run/utsns/x", PausePID: 42, Cgroup: cgroups.Pod{Driver: cgroups.Cgroupfs, Path: "/podlab/pod"}}
 	cri := kubelet.BuildCRI(in.Input, opts, nsOptions(sb))
 	if r := cri.Linux.Resources; r.CpuQuota != 25000 || r.CpuPeriod != 100000 || r.MemoryLimitInBytes != 64<<20 || r.CpuShares != 256 {
 		t.Errorf("CRI resources = %+v", r)
@@ -165,7 +177,7 @@ func TestOCIDefaultsPathAndSharedPID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := sandboxInfo{PausePID: 7, SharePID: true, HostNetwork: true}
+	sb := Sandbox{PausePID: 7, SharePID: true, HostNetwork: true}
 	spec, err := buildOCI(kubelet.BuildCRI(in.Input, opts, nsOptions(sb)), in.Image, "/rootfs", "c", sb, in.Inject, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -202,7 +214,7 @@ func TestOCIOOMScoreAdjClamped(t *testing.T) {
 	for _, tc := range []struct{ asked, floor, want int }{
 		{-997, 0, 0}, {-997, -1000, -997}, {1000, 0, 1000}, {0, -5, 0},
 	} {
-		sb := sandboxInfo{PausePID: 7, OOMScoreAdjFloor: tc.floor}
+		sb := Sandbox{PausePID: 7, OOMScoreAdjFloor: tc.floor}
 		cri := kubelet.BuildCRI(in.Input, opts, nsOptions(sb))
 		cri.Linux.Resources = &runtimeapi.LinuxContainerResources{OomScoreAdj: int64(tc.asked)}
 		spec, err := buildOCI(cri, in.Image, "/rootfs", "c", sb, in.Inject, nil)
@@ -216,26 +228,6 @@ func TestOCIOOMScoreAdjClamped(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// TestCopyLogsRejoinsPartialLines reads a CRI log whose long line the shim
-// split into partial (P) records.
-func TestCopyLogsRejoinsPartialLines(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "0.log")
-	log := "2026-11-21T10:00:00.000000001Z stdout F one\n" +
-		"2026-11-21T10:00:00.000000002Z stdout P abc\n" +
-		"2026-11-21T10:00:00.000000003Z stdout F def\n" +
-		"2026-11-21T10:00:00.000000004Z stderr F err\n"
-	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var out, errOut strings.Builder
-	if err := CopyLogs(path, &out, &errOut, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	if out.String() != "one\nabcdef\n" || errOut.String() != "err\n" {
-		t.Errorf("stdout %q stderr %q", out.String(), errOut.String())
-	}
-}
 
 // A bind replaces the default mount at its destination, and a bind of
 // /dev every default under /dev, as containerd's WithMounts drops them.

@@ -1,20 +1,37 @@
-package runtime
+package specgen
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
-	"sync"
 
-	"github.com/moby/sys/capability"
 	"github.com/moby/sys/devices"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
+
+// WithDevices adds the config's devices to the container and allows
+// them in its devices cgroup; a privileged container gets the host's
+// devices too.
+func WithDevices(name string, privileged bool, devs []*runtimeapi.Device) Opt {
+	return func(_ context.Context, s *specs.Spec) error {
+		if privileged {
+			if err := addHostDevices(s, devs); err != nil {
+				return fmt.Errorf("container %q: privileged: %w", name, err)
+			}
+		}
+		for _, d := range devs {
+			if err := addDevice(s, d); err != nil {
+				return fmt.Errorf("container %q: device %s: %w", name, d.HostPath, err)
+			}
+		}
+		return nil
+	}
+}
 
 // addDevice adds a host device node to the spec and allows it in the
 // devices cgroup, as containerd's WithDevices does.
@@ -63,22 +80,3 @@ func addHostDevices(s *specs.Spec, own []*runtimeapi.Device) error {
 	}
 	return nil
 }
-
-// allCaps is every capability podlab itself may hand on, for privileged
-// containers and "ALL": those of its bounding set, as containerd takes
-// its own (cap.Current). A capability the host withholds from podlab
-// would fail the container's start.
-var allCaps = sync.OnceValue(func() []string {
-	var out []string
-	self, err := capability.NewPid2(0)
-	if err == nil {
-		err = self.Load()
-	}
-	for _, c := range capability.ListKnown() {
-		if err == nil && !self.Get(capability.BOUNDING, c) {
-			continue
-		}
-		out = append(out, "CAP_"+strings.ToUpper(c.String()))
-	}
-	return out
-})

@@ -1,0 +1,380 @@
+package otlp
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+)
+
+// How a span of a waterfall was tied to its pod.
+const (
+	// LinkAttrs: the span names the pod itself, by attributes (the
+	// kubelet's syncPod, podlab's CRI calls: pod name and namespace, uid,
+	// sandbox id).
+	LinkAttrs = "attrs"
+	// LinkURL: an apiserver request whose URL names the pod
+	// (.../namespaces/NS/pods/NAME, its binding, its status).
+	LinkURL = "url"
+	// LinkTrace: the span shares a trace with one that names the pod:
+	// the kubelet's CRI client spans under syncPod, podlab's stages under
+	// its CRI call, the apiserver's handling of a traced request.
+	LinkTrace = "trace"
+	// LinkGuess: an apiserver create whose URL names no object (POST
+	// .../namespaces/NS/pods, replicasets, deployments), taken as the
+	// pod's by namespace and time: the last one before the pod's first
+	// named span (for a replicaset, before that pod create; for a
+	// deployment, before that replicaset create).
+	LinkGuess = "ns+time"
+)
+
+// Row is one span of a waterfall, at its depth in its trace's tree.
+type Row struct {
+	Span
+	Depth int    `json:"depth"`
+	Link  string `json:"link"`
+}
+
+// Waterfall is every span found for one pod, each trace as a tree under
+// its root, the trees in order of start.
+type Waterfall struct {
+	Pod   string    `json:"pod"`
+	Begin time.Time `json:"begin"`
+	Rows  []Row     `json:"spans"`
+	// HiddenPolls counts the traces left out as status polling.
+	HiddenPolls int `json:"hiddenPolls,omitempty"`
+}
+
+// Options choose what a waterfall shows.
+type Options struct {
+	// Polls keeps the traces that are only status polling: the kubelet
+	// asks PodSandboxStatus and ContainerStatus of a running pod every
+	// second or so, each call a trace of its own, for as long as the pod
+	// runs. Without it they are counted, not shown.
+	Polls bool
+}
+
+// isPoll says whether a span is a CRI status or list call, the kubelet's
+// or podlab's (runtime.v1.RuntimeService/PodSandboxStatus, CRI
+// ContainerStatus app).
+func isPoll(s Span) bool {
+	m := s.Attrs[AttrRPCMethod]
+	if m == "" {
+		m = s.Name
+		if i := strings.LastIndex(m, "/"); i >= 0 {
+			m = m[i+1:]
+		}
+		m = strings.TrimPrefix(m, "CRI ")
+		m, _, _ = strings.Cut(m, " ")
+	}
+	switch m {
+	case "PodSandboxStatus", "ContainerStatus", "ListPodSandbox", "ListContainers", "PodSandboxStats", "ContainerStats", "ListContainerStats", "ListPodSandboxStats":
+		return true
+	}
+	return false
+}
+
+// PodWaterfall gathers the spans of pod NS/NAME from the index: those
+// naming it (and, through them, its uid and sandbox ids), all spans of
+// their traces, and the apiserver creates that made it (LinkGuess).
+func PodWaterfall(ix *Index, namespace, name string, opts Options) (*Waterfall, error) {
+	keys := map[string]bool{keyPod + namespace + "/" + name: true}
+	// A span naming the pod and its uid or sandbox id ties those to it:
+	// then spans naming only the uid (the kubelet's) or the sandbox are
+	// found too. Twice: a uid brings its sandboxes, which bring nothing new.
+	for range 2 {
+		for _, ks := range ix.Traces(keys) {
+			for _, k := range ks {
+				if strings.HasPrefix(k, keyUID) || strings.HasPrefix(k, keySandbox) {
+					keys[k] = true
+				}
+			}
+		}
+	}
+	traces := map[string]bool{}
+	for t := range ix.Traces(keys) {
+		traces[t] = true
+	}
+	spans, err := ix.Spans(traces)
+	if err != nil {
+		return nil, err
+	}
+	hidden := 0
+	if !opts.Polls {
+		spans, hidden = dropPolls(spans)
+	}
+	link := map[string]string{}
+	var firstNamed time.Time
+	for _, s := range spans {
+		named := false
+		for _, k := range Keys(s) {
+			if keys[k] {
+				named = true
+			}
+		}
+		switch {
+		case !named:
+			link[s.SpanID] = LinkTrace
+		case isRequest(s):
+			link[s.SpanID] = LinkURL
+		default:
+			link[s.SpanID] = LinkAttrs
+		}
+		if named && (firstNamed.IsZero() || s.Start.Before(firstNamed)) {
+			firstNamed = s.Start
+		}
+	}
+	guessed, err := guessCreates(ix, namespace, firstNamed, traces)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range guessed {
+		if _, ok := link[s.SpanID]; !ok {
+			link[s.SpanID] = LinkGuess
+		}
+	}
+	spans = append(spans, guessed...)
+	w := &Waterfall{Pod: namespace + "/" + name, HiddenPolls: hidden}
+	w.Rows = tree(spans, link)
+	for _, r := range w.Rows {
+		if w.Begin.IsZero() || r.Start.Before(w.Begin) {
+			w.Begin = r.Start
+		}
+	}
+	return w, nil
+}
+
+// dropPolls leaves out the traces all of whose spans are polls (the
+// podlab stages under a poll call included: a status call records none).
+func dropPolls(spans []Span) (kept []Span, dropped int) {
+	poll := map[string]bool{}
+	for _, s := range spans {
+		p, seen := poll[s.TraceID]
+		poll[s.TraceID] = isPoll(s) && (p || !seen)
+	}
+	for _, s := range spans {
+		if !poll[s.TraceID] {
+			kept = append(kept, s)
+		}
+	}
+	for _, p := range poll {
+		if p {
+			dropped++
+		}
+	}
+	return kept, dropped
+}
+
+func isRequest(s Span) bool {
+	_, ok := ParseRequest(s)
+	return ok
+}
+
+// guessCreates are the traces of the apiserver creates that most likely
+// made the pod: the last POST .../pods in its namespace ending before
+// first (the first span naming the pod: its binding, the kubelet), then
+// the last replicaset create before that, then the last deployment
+// create before that. The creates' URLs name no object, so namespace and
+// time are all there is without asking the apiserver.
+func guessCreates(ix *Index, namespace string, first time.Time, have map[string]bool) ([]Span, error) {
+	if first.IsZero() {
+		return nil, nil
+	}
+	cands := map[string]bool{}
+	for t := range ix.TracesWithPrefix(keyCreate + namespace + "/") {
+		if !have[t] {
+			cands[t] = true
+		}
+	}
+	spans, err := ix.Spans(cands)
+	if err != nil || len(spans) == 0 {
+		return nil, err
+	}
+	before := first
+	var picked []string
+	for _, res := range []string{"pods", "replicasets", "deployments"} {
+		var best *Span
+		for i, s := range spans {
+			r, ok := ParseRequest(s)
+			if !ok || r.Resource != res || r.Name != "" || r.Verb != "POST" || s.End.After(before) {
+				continue
+			}
+			if best == nil || s.End.After(best.End) {
+				best = &spans[i]
+			}
+		}
+		if best == nil {
+			break
+		}
+		picked = append(picked, best.TraceID)
+		before = best.Start
+	}
+	var out []Span
+	for _, s := range spans {
+		for _, t := range picked {
+			if s.TraceID == t {
+				out = append(out, s)
+			}
+		}
+	}
+	return out, nil
+}
+
+// tree orders spans as trees: a root (its parent not among spans), then
+// its children by start, depth first; roots by start.
+func tree(spans []Span, link map[string]string) []Row {
+	seen := map[string]bool{}
+	var uniq []Span
+	for _, s := range spans {
+		k := s.TraceID + s.SpanID
+		if !seen[k] {
+			seen[k] = true
+			uniq = append(uniq, s)
+		}
+	}
+	sort.SliceStable(uniq, func(i, j int) bool {
+		if !uniq[i].Start.Equal(uniq[j].Start) {
+			return uniq[i].Start.Before(uniq[j].Start)
+		}
+		return uniq[i].Duration() > uniq[j].Duration()
+	})
+	byID := map[string]bool{}
+	for _, s := range uniq {
+		byID[s.TraceID+s.SpanID] = true
+	}
+	children := map[string][]int{}
+	var roots []int
+	for i, s := range uniq {
+		if s.ParentID != "" && byID[s.TraceID+s.ParentID] {
+			children[s.TraceID+s.ParentID] = append(children[s.TraceID+s.ParentID], i)
+		} else {
+			roots = append(roots, i)
+		}
+	}
+	var rows []Row
+	done := make([]bool, len(uniq))
+	var walk func(i, depth int)
+	walk = func(i, depth int) {
+		if done[i] {
+			return
+		}
+		done[i] = true
+		s := uniq[i]
+		rows = append(rows, Row{Span: s, Depth: depth, Link: link[s.SpanID]})
+		for _, c := range children[s.TraceID+s.SpanID] {
+			walk(c, depth+1)
+		}
+	}
+	for _, i := range roots {
+		walk(i, 0)
+	}
+	return rows
+}
+
+// Label is how a row reads in the table: an apiserver request says its
+// verb and object, a span its name.
+func (r Row) Label() string {
+	if req, ok := ParseRequest(r.Span); ok {
+		obj := req.Resource
+		if req.Name != "" {
+			obj += "/" + req.Name
+		}
+		if req.Subresource != "" {
+			obj += "/" + req.Subresource
+		}
+		return fmt.Sprintf("%s %s %s", r.Name, req.Verb, obj)
+	}
+	return r.Name
+}
+
+// WriteTable prints the waterfall: service, span (indented under its
+// parent), start offset, duration, how it was linked, and a bar.
+func (w *Waterfall) WriteTable(out io.Writer) {
+	var end time.Time
+	width, swidth := len("SPAN"), len("SERVICE")
+	for _, r := range w.Rows {
+		if r.End.After(end) {
+			end = r.End
+		}
+		width = max(width, 2*r.Depth+len(r.Label()))
+		swidth = max(swidth, len(r.Service))
+	}
+	total := end.Sub(w.Begin)
+	const barWidth = 40
+	fmt.Fprintf(out, "%-*s %-*s %10s %10s %-7s  %s\n", swidth, "SERVICE", width, "SPAN", "START", "DURATION", "LINK", "WATERFALL")
+	for _, r := range w.Rows {
+		bar := ""
+		if total > 0 {
+			from := int(int64(r.Start.Sub(w.Begin)) * barWidth / int64(total))
+			n := max(int(int64(r.Duration())*barWidth/int64(total)), 1)
+			if from+n > barWidth {
+				from = barWidth - n
+			}
+			bar = strings.Repeat(" ", from) + strings.Repeat("█", n)
+		}
+		if r.Error != "" {
+			bar += "  FAILED: " + r.Error
+		}
+		name := strings.Repeat("  ", r.Depth) + r.Label()
+		fmt.Fprintf(out, "%-*s %-*s %10s %10s %-7s  %s\n", swidth, r.Service, width, name, ms(r.Start.Sub(w.Begin)), ms(r.Duration()), r.Link, bar)
+	}
+	if w.HiddenPolls > 0 {
+		fmt.Fprintf(out, "(%d status polls not shown: --polls shows them)\n", w.HiddenPolls)
+	}
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/1e6) }
+
+// WriteChrome writes the waterfall as Chrome trace-event JSON (Perfetto,
+// chrome://tracing): a process per service, a thread per trace, so that
+// nesting shows by time within each component.
+func (w *Waterfall) WriteChrome(out io.Writer) error {
+	type event struct {
+		Name string            `json:"name"`
+		Cat  string            `json:"cat,omitempty"`
+		Ph   string            `json:"ph"`
+		Ts   float64           `json:"ts"`
+		Dur  float64           `json:"dur,omitempty"`
+		Pid  int               `json:"pid"`
+		Tid  int               `json:"tid"`
+		Args map[string]string `json:"args,omitempty"`
+	}
+	events := []event{}
+	pids, tids := map[string]int{}, map[string]int{}
+	for _, r := range w.Rows {
+		pid, ok := pids[r.Service]
+		if !ok {
+			pid = len(pids) + 1
+			pids[r.Service] = pid
+			events = append(events, event{Name: "process_name", Ph: "M", Pid: pid, Tid: 0, Args: map[string]string{"name": r.Service}})
+		}
+		tid, ok := tids[r.Service+r.TraceID]
+		if !ok {
+			tid = len(tids) + 1
+			tids[r.Service+r.TraceID] = tid
+		}
+		args := map[string]string{"traceId": r.TraceID, "spanId": r.SpanID, "link": r.Link}
+		if r.ParentID != "" {
+			args["parentSpanId"] = r.ParentID
+		}
+		if r.Error != "" {
+			args["error"] = r.Error
+		}
+		events = append(events, event{Name: r.Label(), Cat: r.Service, Ph: "X",
+			Ts: float64(r.Start.Sub(w.Begin)) / 1e3, Dur: float64(r.Duration()) / 1e3, Pid: pid, Tid: tid, Args: args})
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(map[string]any{"traceEvents": events, "displayTimeUnit": "ms"})
+}
+
+// Spans are the waterfall's spans, for export.
+func (w *Waterfall) Spans() []Span {
+	out := make([]Span, len(w.Rows))
+	for i, r := range w.Rows {
+		out[i] = r.Span
+	}
+	return out
+}
