@@ -98,6 +98,6 @@ if sudo test -d "$res/podlab-benchmark" && sudo test -d "$res/containerd-benchma
     -containerd-version "$("$(scripts/build-containerd.sh)/containerd" --version | awk '{ print $3 }')"
   say "critest -benchmark in this guest:"
   sed -n '/^### Pod lifecycle/,/^<!-- critest-benchmark: end/p' "$doc"
-  rm -f "$doc" "$doc.report"
+  sudo rm -f "$doc" "$doc.report"
 fi
 exit "$rc"
