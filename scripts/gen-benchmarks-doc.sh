@@ -239,11 +239,12 @@ EOF
 - The `runc`, `ctr`, `podman` and scripted rows use the system runc; podlab
   uses runc's libcontainer as a library (version above).
 EOF
-  # the "Through the CRI" section is scripts/critest.sh --benchmark's and
-  # the kubelet section scripts/bench-kubelet.sh's (runs of their own):
-  # kept as they were generated
+  # the "Through the CRI" section is scripts/critest.sh --benchmark's,
+  # the kubelet section scripts/bench-kubelet.sh's and the stock guest's
+  # figures come from scripts/stock-vm.sh (runs of their own): kept as
+  # they were written
   if [ -f "$DOC" ]; then
-    for marker in critest-benchmark kubelet; do
+    for marker in critest-benchmark kubelet warm-pool stock-guest; do
       section=$(awk -v m="$marker" '$0 ~ "^<!-- " m ": begin" { on = 1 } on { print } $0 ~ "^<!-- " m ": end -->" { on = 0 }' "$DOC")
       [ -z "$section" ] || printf '\n%s\n' "$section"
     done

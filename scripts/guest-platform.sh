@@ -2,8 +2,8 @@
 # guest-platform.sh: run in the stock Debian 12 guest (scripts/stock-vm.sh
 # run -- scripts/guest-platform.sh), as its non-root user, after
 # guest-demo.sh in the same boot (it reuses the demo's build and images;
-# alone it runs scripts/setup.sh demo first). With cgroupDriver: systemd it
-# shows, on systemd and pure cgroup v2:
+# alone it builds podlab and runs scripts/setup.sh demo first). With
+# cgroupDriver: systemd it shows, on systemd and pure cgroup v2:
 #   - the pod's slice lists the pause's and each container's scope
 #     (systemctl status), as containerd's SystemdCgroup = true makes them;
 #   - the container sees its memory and cpu limits in its own
@@ -14,6 +14,10 @@
 #     where one per container would leave the third container unwatched;
 #   - podlab rm stops the pod's containers in parallel: two that ignore
 #     SIGTERM take one grace period, not two (the time is printed);
+#   - crictl update (UpdateContainerResources, through podlab serve) changes
+#     the live scope: memory.max and cpu.max in its cgroup, systemd's own
+#     MemoryMax and CPUQuotaPerSecUSec (which it would otherwise write back
+#     over the files at its next reload), and what the container reads;
 #   - nothing of podlab's is left in systemd (units) or in the cgroup tree
 #     after podlab rm, and after podlab gc of a run killed (SIGKILL, a
 #     failpoint) between its pause and its containers;
@@ -31,9 +35,10 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
 t0=$(now)
 t=$(now)
-if [ ! -x bin/podlab ] || ! sudo bin/podlab image ls 2>/dev/null | grep -q '^busybox'; then
-  sudo scripts/setup.sh demo >/dev/null
-fi
+# Alone (no guest-demo.sh before it): podlab built, then setup.sh demo
+# (CNI plugins, the demo's images: it imports them once bin/podlab exists).
+[ -x bin/podlab ] || sudo make -s build >/dev/null
+sudo bin/podlab image ls 2>/dev/null | grep -q '^busybox' || sudo scripts/setup.sh demo >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # The leak check, built once (the Go caches are warm; bin/ is root's).
@@ -135,6 +140,53 @@ t=$(now)
 podlab rm sdpod >/dev/null
 say "podlab rm: $(since "$t") s (two containers ignoring SIGTERM, grace period 10 s)"
 nothing_left "after rm"
+
+# UpdateContainerResources through podlab serve and crictl: the new limits
+# must reach systemd's view of the scope, as libcontainer's systemd
+# manager Set does (SetUnitProperties, then the files), not only the files.
+tools=/var/cache/podlab/stock-vm/go/bin
+[ -x /opt/podlab/bin/crictl ] || sudo install -D -m 0755 -t /opt/podlab/bin "$tools/crictl"
+t=$(now)
+sock=$work/cri.sock
+sudo bin/podlab --config "$conf" serve --listen "unix://$sock" >"$work/serve.log" 2>&1 &
+serve_pid=$!
+stop_serve() { [ -z "${serve_pid:-}" ] || { sudo kill "$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true; serve_pid=; }; }
+trap 'stop_serve; sudo rm -rf "$work"' EXIT
+for _ in $(seq 300); do sudo test -S "$sock" && break; sleep 0.1; done
+sudo test -S "$sock" || { tail "$work/serve.log"; fail "podlab serve did not start"; }
+crictl() { sudo /opt/podlab/bin/crictl --runtime-endpoint "unix://$sock" --image-endpoint "unix://$sock" --timeout 60s "$@"; }
+cat > "$work/upd-pod.json" <<EOF
+{"metadata": {"name": "updpod", "namespace": "default", "uid": "updpod-uid", "attempt": 0},
+ "log_directory": "$work/updpod-logs", "linux": {}}
+EOF
+cat > "$work/upd-ctr.json" <<'EOF'
+{"metadata": {"name": "upd"}, "image": {"image": "busybox:latest"}, "command": ["sleep", "3600"],
+ "log_path": "upd.log",
+ "linux": {"resources": {"memory_limit_in_bytes": 67108864, "cpu_quota": 50000, "cpu_period": 100000}}}
+EOF
+cid=$(crictl run --no-pull "$work/upd-ctr.json" "$work/upd-pod.json")
+scope=podlab-$cid.scope
+# limits MEMORY CPU_MAX QUOTA_PER_SEC WHEN: the scope's files, systemd's
+# properties and the container's own view all agree.
+limits() {
+  local cg got
+  cg=/sys/fs/cgroup$(systemctl show -P ControlGroup "$scope")
+  got="$(cat "$cg/memory.max") / $(cat "$cg/cpu.max")"
+  [ "$got" = "$1 / $2" ] || fail "$4: $cg: memory.max / cpu.max are $got, want $1 / $2"
+  got=$(systemctl show -p MemoryMax -p CPUQuotaPerSecUSec "$scope" | sort | tr '\n' ' ')
+  [ "$got" = "CPUQuotaPerSecUSec=$3 MemoryMax=$1 " ] ||
+    fail "$4: systemctl show $scope: $got, want CPUQuotaPerSecUSec=$3 MemoryMax=$1"
+  got="$(crictl exec "$cid" cat /sys/fs/cgroup/memory.max) / $(crictl exec "$cid" cat /sys/fs/cgroup/cpu.max)"
+  [ "$got" = "$1 / $2" ] || fail "$4: inside the container: memory.max / cpu.max are $got, want $1 / $2"
+  say "$4: $scope: memory.max $1, cpu.max $2; systemd: MemoryMax=$1 CPUQuotaPerSecUSec=$3; the same inside"
+}
+limits 67108864 "50000 100000" 500ms "crictl run"
+crictl update --memory 134217728 --cpu-quota 30000 --cpu-period 100000 "$cid" >/dev/null
+limits 134217728 "30000 100000" 300ms "crictl update"
+crictl rmp -f "$(crictl pods -q --name updpod)" >/dev/null
+stop_serve
+say "crictl run, update, rmp (systemd driver): $(since "$t") s"
+nothing_left "after crictl rmp"
 
 # A run killed (SIGKILL) after its pause started: its slice and the
 # pause's scope stay in systemd until podlab gc.

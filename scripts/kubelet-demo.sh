@@ -13,7 +13,10 @@
 # Root. Private state dir, socket and kubelet root under $KDEMO_DIR
 # (default /run/podlab-kdemo); images from podlab's store, never pulled.
 # Env: KDEMO_KEEP_TRACE=FILE also writes the Chrome trace there;
-# KDEMO_LOGS=DIR keeps the kubelet's and podlab serve's logs there.
+# KDEMO_LOGS=DIR keeps the kubelet's and podlab serve's logs there;
+# KDEMO_CGROUP_DRIVER=systemd runs podlab and the kubelet with the systemd
+# cgroup driver (where systemd is PID 1: scripts/guest-kubelet.sh) and
+# shows the pod's units under the kubelet's slices.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin:/opt/podlab/bin
@@ -29,8 +32,15 @@ dir=${KDEMO_DIR:-/run/podlab-kdemo}
 sock=$dir/podlab.sock
 rm -rf "$dir"
 mkdir -p "$dir"
-{ echo "stateDir: $dir/state"; cat scripts/kubelet/podlab-rules.yaml; } > "$dir/podlab.yaml"
+{
+  echo "stateDir: $dir/state"
+  [ -z "${KDEMO_CGROUP_DRIVER:-}" ] || echo "cgroupDriver: $KDEMO_CGROUP_DRIVER"
+  cat scripts/kubelet/podlab-rules.yaml
+} > "$dir/podlab.yaml"
 podlab() { bin/podlab --config "$dir/podlab.yaml" "$@"; }
+# The kubelet's driver must be podlab's.
+driver=$(podlab config | awk '$1 == "cgroupDriver:" { gsub(/"/, "", $2); print $2 }')
+driver=${driver:-cgroupfs}
 crictl() { command crictl --runtime-endpoint "unix://$sock" --image-endpoint "unix://$sock" --timeout 30s "$@"; }
 
 # busybox in podlab's store, imported from the host's static busybox.
@@ -67,8 +77,8 @@ kubelet_save_host "$dir/host-state"
 bin/podlab --config "$dir/podlab.yaml" serve --listen "unix://$sock" --log-level debug > "$dir/serve.log" 2>&1 &
 serve_pid=$!
 for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.1; done
-kubelet_write_config "$dir/kubelet" "$sock" 20248
-say "kubelet $("$kubelet" --version | awk '{ print $2 }') standalone on podlab serve ($sock)"
+kubelet_write_config "$dir/kubelet" "$sock" 20248 "$driver"
+say "kubelet $("$kubelet" --version | awk '{ print $2 }') standalone on podlab serve ($sock), cgroupDriver: $driver"
 kubelet_start "$kubelet" "$dir/kubelet" "$dir/kubelet.log"
 
 cp scripts/kubelet/kdemo.yaml "$dir/kdemo.yaml"
@@ -76,15 +86,30 @@ say "manifest written: $dir/kubelet/manifests/kdemo.yaml"
 # renamed in, so that the kubelet's inotify watch never reads a half-written file
 mv "$dir/kdemo.yaml" "$dir/kubelet/manifests/kdemo.yaml"
 running=
-for _ in $(seq 1 600); do
+for _ in $(seq 1 1800); do
   running=$(crictl ps -q --name '^app$' --state Running 2>/dev/null || true)
   [ -n "$running" ] && break
   sleep 0.1
 done
-[ -n "$running" ] || { echo "kubelet-demo: the app container did not run within 60 s" >&2; exit 1; }
+[ -n "$running" ] || { echo "kubelet-demo: the app container did not run within 180 s" >&2; exit 1; }
 crictl pods
 crictl ps -a
 pod=$(crictl pods -q --name kdemo | head -1)
+
+if [ "$driver" = systemd ]; then
+  # The kubelet made the pod's slice (kubepods-besteffort-pod<uid>.slice,
+  # its cgroup_parent); podlab's scopes for the pause and the app are in it.
+  say "systemd: the pod's slice, made by the kubelet, holds podlab's scopes"
+  pid=$(crictl inspect -o go-template --template '{{.info.pid}}' "$running")
+  cg=$(awk -F: '$1 == 0 { print $3 }' "/proc/$pid/cgroup")
+  echo "app (pid $pid): $cg"
+  [[ $cg =~ ^/kubepods\.slice/kubepods-besteffort\.slice/(kubepods-besteffort-pod[0-9a-f_]+\.slice)/podlab-$running\.scope$ ]] ||
+    { echo "kubelet-demo: the app's cgroup $cg is not podlab-$running.scope in the kubelet's besteffort pod slice" >&2; exit 1; }
+  slice=${BASH_REMATCH[1]}
+  systemctl status --no-pager --lines=0 "$slice"
+  systemctl status --no-pager --lines=0 "$slice" | grep -q "podlab-$pod\.scope" ||
+    { echo "kubelet-demo: $slice does not list the pause's scope podlab-$pod.scope" >&2; exit 1; }
+fi
 
 say "the app's log (init's greeting through the emptyDir)"
 for _ in $(seq 1 50); do crictl logs "$running" 2>/dev/null | grep -q gpu && break; sleep 0.1; done
