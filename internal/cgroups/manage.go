@@ -128,6 +128,12 @@ func removeSystemd(p Pod, podID string) error {
 	if err := pause.Destroy(); err != nil {
 		return fmt.Errorf("stopping pause scope of pod %s: %w", podID, err)
 	}
+	return removeSlice(p)
+}
+
+// removeSlice stops the pod's slice if it is podlab's, and podlab's
+// parent slice with it once empty.
+func removeSlice(p Pod) error {
 	if !p.Owned {
 		return nil
 	}

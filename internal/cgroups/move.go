@@ -2,8 +2,6 @@ package cgroups
 
 import (
 	"fmt"
-
-	"github.com/opencontainers/cgroups/manager"
 )
 
 // MovePause moves pid, the pause of pod podID, from the pod cgroup from to
@@ -45,18 +43,5 @@ func RemoveVacated(p Pod, podID string) error {
 	if p.Driver != Systemd {
 		return Remove(p, podID)
 	}
-	if !p.Owned {
-		return nil
-	}
-	m, err := manager.New(sliceCgroup(p))
-	if err != nil {
-		return fmt.Errorf("pod slice %s: %w", p.Slice, err)
-	}
-	if err := m.Destroy(); err != nil {
-		return fmt.Errorf("stopping pod slice %s: %w", p.Slice, err)
-	}
-	if p.SharedParent {
-		return StopEmptySlice(p.Parent)
-	}
-	return nil
+	return removeSlice(p)
 }
