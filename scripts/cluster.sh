@@ -180,6 +180,9 @@ registry:
     registry.k8s.io:
       endpoints:
       - url: http://$reg
+# The apiserver's, the kubelet's and etcd's spans, for podlab trace --pod.
+otlp:
+  listen: $otlp
 EOF
   mkdir -p /run/podlab
   start "$dir/podlab.pid" "$dir/podlab-serve.log" "$podlab_bin" --config "$dir/podlab.yaml" serve --listen "unix://$sock"
