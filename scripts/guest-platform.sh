@@ -91,7 +91,8 @@ EOF
 
 # Root's inotify instances, counted by descriptor (an instance shared by
 # two processes counts twice: the limit can only come out higher).
-instances() { sudo find /proc/[0-9]*/fd -lname 'anon_inode:inotify' -user root 2>/dev/null | wc -l; }
+# find exits 1 when a process it walks exits meanwhile: its count stands.
+instances() { { sudo find /proc/[0-9]*/fd -lname 'anon_inode:inotify' -user root 2>/dev/null || true; } | wc -l; }
 max_instances=$(cat /proc/sys/fs/inotify/max_user_instances)
 restore_instances() { sudo sysctl -q fs.inotify.max_user_instances="$max_instances"; }
 trap 'restore_instances; rm -rf "$work"' EXIT
