@@ -2,14 +2,10 @@ package kubelet
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/manifest"
 )
 
@@ -33,14 +29,9 @@ func (k *Kubelet) RunSandbox(ctx context.Context, mf *manifest.Manifest) (podID 
 		}
 		return resp.PodSandboxId, nil
 	}
-	podDir := k.PodDir(string(pod.UID))
-	if err := os.MkdirAll(filepath.Dir(podDir), 0o700); err != nil {
+	podDir, err := k.makePodDir(pod)
+	if err != nil {
 		return "", err
-	}
-	if err := os.Mkdir(podDir, 0o700); errors.Is(err, os.ErrExist) {
-		return "", errdefs.AlreadyExists("pod %s/%s: metadata.uid %s is another pod's (kubelet pod dir %s)", pod.Namespace, pod.Name, pod.UID, podDir)
-	} else if err != nil {
-		return "", fmt.Errorf("kubelet pod dir: %w", err)
 	}
 	defer func() {
 		if retErr != nil {
