@@ -127,7 +127,7 @@ func (m *Manager) Claim(ctx context.Context, p *state.Pod, spec Spec, rec *trace
 	p.Pool.Claimed = &now
 	p.State = state.PodCreating
 	p.Created = now
-	p.UID, p.Hostname = spec.UID, spec.Hostname
+	p.Hostname = spec.Hostname
 	p.Labels, p.Annotations, p.LogDirectory = spec.Labels, spec.Annotations, spec.LogDirectory
 	p.Sysctls, p.Privileged, p.ShareProcNS = spec.Sysctls, spec.Privileged, spec.ShareProcNS
 	p.TerminationGracePeriod = spec.TerminationGracePeriod
@@ -135,7 +135,7 @@ func (m *Manager) Claim(ctx context.Context, p *state.Pod, spec Spec, rec *trace
 		p.Pool.FillCgroup = &fill
 		p.Cgroup, p.CgroupPath = &cg, cg.Path
 	}
-	err = m.store.Rename(p, spec.Namespace, spec.Name, spec.Attempt)
+	err = m.store.Rename(p, spec.Namespace, spec.Name, spec.UID, spec.Attempt)
 	end(err)
 	if err != nil {
 		return err

@@ -100,6 +100,26 @@ func New(cfg Config, store *state.Store) (*Manager, error) {
 // "_" cannot occur in a DNS-1123 name, so namespace and name stay apart.
 func NetNSName(namespace, name string) string { return namespace + "_" + name }
 
+// nsName names p's pinned namespaces: NetNSName, unless another sandbox of
+// the same namespace/name still holds it (another uid's: a pod made again
+// under its name while the old one is torn down, or an attempt made
+// before the last one stopped); then the pod's short id follows. The
+// caller holds the name's lock, as every sandbox that makes or removes
+// these does, so the check stands.
+func (m *Manager) nsName(p *state.Pod) string {
+	name := NetNSName(p.Namespace, p.Name)
+	for _, path := range []string{
+		filepath.Join(m.Config.NetNSDir, name),
+		filepath.Join(m.Config.NamespacesDir, "utsns", name),
+		filepath.Join(m.Config.NamespacesDir, "ipcns", name),
+	} {
+		if _, err := os.Lstat(path); err == nil {
+			return name + "_" + state.ShortID(p.ID)
+		}
+	}
+	return name
+}
+
 // Placement places the pods' cgroups (internal/cgroups).
 func (m *Manager) Placement() cgroups.Placement {
 	return cgroups.Placement{Driver: m.Config.CgroupDriver, Parent: m.Config.CgroupParent}
@@ -238,7 +258,7 @@ func (m *Manager) create(id string, spec Spec, pool *state.PoolEntry, rec *trace
 		return nil, errdefs.InvalidArgument("config.linux.cgroup_parent: cgroup %s does not exist (its owner, the kubelet, makes it)", cg.ParentPath())
 	}
 	p.Cgroup, p.CgroupPath = &cg, cg.Path
-	nsName := NetNSName(p.Namespace, p.Name)
+	nsName := m.nsName(p)
 	if !spec.HostNetwork {
 		p.NetNS = filepath.Join(m.Config.NetNSDir, nsName)
 		p.UTSNS = filepath.Join(m.Config.NamespacesDir, "utsns", nsName)

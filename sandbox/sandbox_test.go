@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"k8s.io/apimachinery/pkg/types"
 	"net"
 	"os"
 	"os/exec"
@@ -520,12 +521,16 @@ func TestFailedRunLeavesNothing(t *testing.T) {
 	}
 }
 
+// The same namespace, name, uid and attempt twice is refused; the runtime
+// leaves a name's uniqueness across uids to the API server (the kubelet
+// half's claim for podlab run).
 func TestSameNameTwice(t *testing.T) {
 	setup(t)
 	m := newTestManager(t, nil)
-	runPod(t, m, simplePod("twice"))
-	_, err := m.Run(context.Background(), podManifest(t, simplePod("twice")), trace.New())
-	if !errors.Is(err, state.ErrExists) {
+	p := runPod(t, m, simplePod("twice"))
+	again := podManifest(t, simplePod("twice"))
+	again.Pod.UID = types.UID(p.UID)
+	if _, err := m.Run(context.Background(), again, trace.New()); !errors.Is(err, state.ErrExists) {
 		t.Fatalf("second Run = %v, want ErrExists", err)
 	}
 }

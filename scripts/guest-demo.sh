@@ -18,11 +18,15 @@ say() { echo "guest-demo: $*"; }
 # sudo session of this run starts for itself (its user slice and manager)
 # and the unit that runs this script.
 filter() { grep -Ev '^(user@[0-9]+\.service|user-[0-9]+\.slice|user-runtime-dir@[0-9]+\.service|session-[0-9]+\.scope|podlab-run\.service)$' | sort || true; }
-running() { systemctl list-units --state=running --no-legend --plain | awk '{print $1}' | filter; }
-enabled() { systemctl list-unit-files --state=enabled --no-legend | awk '{print $1}' | filter; }
+running() { sudo systemctl list-units --state=running --no-legend --plain | awk '{print $1}' | filter; }
+enabled() { sudo systemctl list-unit-files --state=enabled --no-legend | awk '{print $1}' | filter; }
 
 running_before=$(running)
 enabled_before=$(enabled)
+# Kept for scripts/guest-reboot.sh, which compares after a reboot of the
+# guest (stock-vm.sh run --reboot).
+printf '%s\n' "$running_before" > "$HOME/.units-running-before-demo"
+printf '%s\n' "$enabled_before" > "$HOME/.units-enabled-before-demo"
 sudo make demo
 # A unit that stopped meanwhile by itself (systemd-fsckd exits when idle
 # after boot) is not the demo's doing; one that runs now and did not

@@ -26,7 +26,7 @@ tools=/var/cache/podlab/stock-vm/go/bin
 sudo bin/podlab image ls 2>/dev/null | grep -q '^busybox' || sudo scripts/setup.sh demo >/dev/null
 
 units() {
-  systemctl list-units --no-legend --plain 'kubepods*' 'podlab-*.scope' 'podlab-*.slice' podlab.slice | awk '{ print $1 }'
+  sudo systemctl list-units --no-legend --plain 'kubepods*' 'podlab-*.scope' 'podlab-*.slice' podlab.slice | awk '{ print $1 }'
 }
 [ -z "$(units)" ] || fail "kubelet or podlab units before the demo: $(units)"
 

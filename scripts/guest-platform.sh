@@ -50,7 +50,7 @@ podlab() { sudo bin/podlab --config "$conf" "$@"; }
 # Active, activating or failed units (a stopped transient unit may stay
 # loaded, inactive, until systemd's next garbage collection).
 # podlab's units only: the guest runs this script in podlab-run.service.
-units() { systemctl list-units --no-legend --plain 'podlab-*.scope' 'podlab-*.slice' podlab.slice | awk '{print $1}'; }
+units() { sudo systemctl list-units --no-legend --plain 'podlab-*.scope' 'podlab-*.slice' podlab.slice | awk '{print $1}'; }
 leakcheck() { sudo "$work/leakcheck" -settle 10s || fail "leak check: see the leak: lines above"; }
 nothing_left() {
   local left

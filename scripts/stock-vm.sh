@@ -8,6 +8,10 @@
 #   scripts/stock-vm.sh run -- CMD...  boot a throwaway copy of it, run CMD
 #                                      as user podlab in a copy of this clone,
 #                                      stream its output, exit with its status
+#   scripts/stock-vm.sh run --reboot -- CMD...
+#                                      the same, then, if CMD passed, boot the
+#                                      same disks again and run CMD again:
+#                                      $STOCK_VM_BOOT is 1, then 2
 #
 # The image is made natively on the host with debootstrap and cached by the
 # hash of its recipe (the section below, setup.sh's APT_PACKAGES and the Go
@@ -244,7 +248,15 @@ warm_go() {
 
 run() {
   [ "$(id -u)" = 0 ] || die "run must run as root (it builds the image if needed)"
-  [ $# -gt 0 ] || die "usage: $0 run -- CMD..."
+  local reboot=0
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --reboot) reboot=1; shift ;;
+      --) shift; break ;;
+      *) break ;;
+    esac
+  done
+  [ $# -gt 0 ] || die "usage: $0 run [--reboot] -- CMD..."
   local t0 t; t0=$(now)
   build
   local dir; dir=$(image_dir)
@@ -288,7 +300,14 @@ run() {
   fi
   printf '%s\n' "$repo" /var/cache/podlab > "$stage/mounts"
   printf 'REPO=%q\nGUEST_USER=%q\n' "$repo" "$GUEST_USER" > "$stage/run.env"
-  { printf 'exec'; printf ' %q' "$@"; echo; } > "$stage/run.sh"
+  # CMD learns which boot this is (STOCK_VM_BOOT, 1 or 2) from a count in
+  # the user's home, on the overlay that both boots share.
+  {
+    echo 'STOCK_VM_BOOT=$(( $(cat "$HOME/.stock-vm-boot" 2>/dev/null || echo 0) + 1 ))'
+    echo 'echo "$STOCK_VM_BOOT" > "$HOME/.stock-vm-boot"'
+    echo 'export STOCK_VM_BOOT'
+    printf 'exec'; printf ' %q' "$@"; echo
+  } > "$stage/run.sh"
   local size
   size=$(du -sm "$stage" | cut -f1)
   truncate -s "$((size * 2 + 8192))M" "$tmp/work.img"
@@ -296,7 +315,23 @@ run() {
   rm -rf "$stage"
   qemu-img create -q -f qcow2 -b "$dir/rootfs.img" -F raw "$tmp/root.qcow2"
   say "work disk (${size} MiB) and overlay: $(since "$t") s"
-  : > "$tmp/out"; : > "$tmp/status"
+  local rc n boots=1
+  [ "$reboot" = 1 ] && boots=2
+  for n in $(seq "$boots"); do
+    boot_guest "$dir" "$tmp" "$n"
+    rc=$(awk '$1 == "status" {print $2}' "$tmp/status.$n")
+    [ "$rc" = 0 ] || break
+    [ "$n" = "$boots" ] || say "rebooting the guest (the same disks)"
+  done
+  say "total $(since "$t0") s"
+  exit "$rc"
+}
+
+# boot_guest DIR TMP N: boot the guest (the N-th time) from the overlay and
+# work disk in TMP, streaming CMD's output, until it powers off.
+boot_guest() {
+  local dir=$1 tmp=$2 n=$3 t qrc=0
+  : > "$tmp/out.$n"; : > "$tmp/status.$n"
   t=$(now)
   timeout "${STOCK_VM_TIMEOUT:-5400}" qemu-system-x86_64 -accel tcg -cpu max \
     -smp "${STOCK_VM_CPUS:-2}" -m "${STOCK_VM_MEM:-4G}" \
@@ -306,34 +341,30 @@ run() {
     -drive "file=$tmp/root.qcow2,if=virtio,format=qcow2" \
     -drive "file=$tmp/work.img,if=virtio,format=raw" \
     -device virtio-serial-pci \
-    -chardev "file,id=out,path=$tmp/out" -device virtserialport,chardev=out,name=podlab.out \
-    -chardev "file,id=status,path=$tmp/status" -device virtserialport,chardev=status,name=podlab.status \
-    -serial "file:$tmp/console.log" &
+    -chardev "file,id=out,path=$tmp/out.$n" -device virtserialport,chardev=out,name=podlab.out \
+    -chardev "file,id=status,path=$tmp/status.$n" -device virtserialport,chardev=status,name=podlab.status \
+    -serial "file:$tmp/console.$n.log" &
   qpid=$!
-  tail -n +1 -f --pid="$qpid" "$tmp/out" &
+  tail -n +1 -f --pid="$qpid" "$tmp/out.$n" &
   local tpid=$!
-  local qrc=0
   wait "$qpid" || qrc=$?
   qpid=""
   wait "$tpid" || true
-  [ "${STOCK_VM_CONSOLE:-0}" = 1 ] && cat "$tmp/console.log" >&2
-  local boot cmd rc
-  boot=$(awk '$1 == "boot" {print $2}' "$tmp/status")
-  cmd=$(awk '$1 == "cmd" {printf "%.1f", $3 - $2}' "$tmp/status")
-  rc=$(awk '$1 == "status" {print $2}' "$tmp/status")
-  say "qemu: $(since "$t") s (guest booted in ${boot:-?} s, CMD ran ${cmd:-?} s); total $(since "$t0") s"
-  if [ -z "$rc" ]; then
-    tail -n 40 "$tmp/console.log" >&2
+  [ "${STOCK_VM_CONSOLE:-0}" = 1 ] && cat "$tmp/console.$n.log" >&2
+  local boot cmd
+  boot=$(awk '$1 == "boot" {print $2}' "$tmp/status.$n")
+  cmd=$(awk '$1 == "cmd" {printf "%.1f", $3 - $2}' "$tmp/status.$n")
+  say "qemu, boot $n: $(since "$t") s (guest booted in ${boot:-?} s, CMD ran ${cmd:-?} s)"
+  if ! grep -q '^status ' "$tmp/status.$n"; then
+    tail -n 40 "$tmp/console.$n.log" >&2
     die "the guest gave no exit status (qemu exit $qrc; console above)"
   fi
-  exit "$rc"
 }
 
 case ${1:-} in
   build) build ;;
   run)
     shift
-    [ "${1:-}" = -- ] && shift
     run "$@" ;;
-  *) echo "usage: $0 build | run -- CMD..." >&2; exit 2 ;;
+  *) echo "usage: $0 build | run [--reboot] -- CMD..." >&2; exit 2 ;;
 esac

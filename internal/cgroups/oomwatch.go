@@ -60,6 +60,9 @@ func (w *OOMWatch) update(n uint64) {
 
 // Kills is the highest OOM kill count seen, the file read once more.
 func (w *OOMWatch) Kills() uint64 {
+	if w == nil {
+		return 0
+	}
 	w.update(OOMKills(w.file))
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -68,5 +71,8 @@ func (w *OOMWatch) Kills() uint64 {
 
 // Close stops watching. Kills still answers what was seen.
 func (w *OOMWatch) Close() {
+	if w == nil {
+		return
+	}
 	w.watch.Remove()
 }

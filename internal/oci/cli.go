@@ -188,6 +188,10 @@ func (r *CLI) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ Contai
 		c.Destroy()
 		return nil, fmt.Errorf("creating container %s: %w", id, err)
 	}
+	// Watched from now, as libcontainer's: with the systemd driver the
+	// cgroup, and its count, go with the last process, before the exit
+	// is reaped.
+	c.oom = podcg.WatchOOM(podcg.OOMFile(c.cgroup.GetPaths()))
 	return c, nil
 }
 
@@ -327,15 +331,14 @@ func waitUntil(timeout time.Duration, done func() bool) bool {
 // cliContainer is a container this process created with a runtime
 // binary, and whose init it inherited.
 type cliContainer struct {
-	r           *CLI
-	id, bundle  string
-	logFile     string // the runtime's log of create and exec (JSON lines)
-	pid         int
-	ownPIDNS    bool
-	cgroup      cgroups.Manager
-	oomFileOnce sync.Once
-	oomFile     string
-	init        *cliProcess // set by Start
+	r          *CLI
+	id, bundle string
+	logFile    string // the runtime's log of create and exec (JSON lines)
+	pid        int
+	ownPIDNS   bool
+	cgroup     cgroups.Manager
+	oom        *podcg.OOMWatch // see OOMKilled
+	init       *cliProcess     // set by Start
 }
 
 func (c *cliContainer) ID() string { return c.id }
@@ -413,12 +416,14 @@ func (c *cliContainer) Kill() (int, error) {
 }
 
 func (c *cliContainer) Destroy() error {
+	c.oom.Close()
 	c.Signal(syscall.SIGKILL)
 	(&cliProcess{pid: c.pid}).Wait()
 	return c.r.Delete(c.id)
 }
 
 func (c *cliContainer) DestroyExited() error {
+	c.oom.Close()
 	if _, err := c.r.run("delete", c.id); err != nil && !isNotExist(err) {
 		return fmt.Errorf("destroying container %s: %w", c.id, err)
 	}
@@ -434,11 +439,7 @@ func (c *cliContainer) Usage() (Usage, error) {
 }
 
 func (c *cliContainer) OOMKilled() bool {
-	c.oomFileOnce.Do(func() { c.oomFile = podcg.OOMFile(c.cgroup.GetPaths()) })
-	if c.oomFile == "" {
-		return false
-	}
-	return podcg.OOMKills(c.oomFile) > 0
+	return c.oom.Kills() > 0
 }
 
 // cgroupManager reads the cgroup the spec names, as the runtime resolved

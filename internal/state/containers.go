@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/podlab/podlab/internal/trace"
 )
 
 // The container index maps a container's id to its pod's: containers/<id>
@@ -152,20 +154,54 @@ func (p *Pod) RemoveContainer(id string) {
 // keeps one set of them, not one per attempt: the record is read and
 // written whole on every call on the pod.
 func (p *Pod) ForgetContainerSpans(name string) {
-	drop := map[string]bool{"CreateContainer " + name: true, "StartContainer " + name: true}
-	for grew := true; grew; {
-		grew = false
-		for _, s := range p.Spans {
-			if drop[s.Parent] && !drop[s.Name] {
-				drop[s.Name], grew = true, true
+	// Stage names repeat across containers (each CreateContainer has its
+	// "nri" child): the tree is rebuilt by position, not by name.
+	parents := spanParents(p.Spans)
+	drop := make([]bool, len(p.Spans))
+	for i := range p.Spans {
+		// Up to the root; a chain longer than the spans is a loop.
+		for j, n := i, 0; j >= 0 && n <= len(p.Spans); j, n = parents[j], n+1 {
+			if s := p.Spans[j]; s.Parent == "" {
+				drop[i] = s.Name == "CreateContainer "+name || s.Name == "StartContainer "+name
+				break
 			}
 		}
 	}
 	out := p.Spans[:0]
-	for _, s := range p.Spans {
-		if !drop[s.Name] {
+	for i, s := range p.Spans {
+		if !drop[i] {
 			out = append(out, s)
 		}
 	}
 	p.Spans = out
+}
+
+// spanParents gives each span's parent's index (-1 for a root, or a
+// parent not found): of the spans named as its parent that began no later
+// than it, the latest one that still ran when it began, else the latest.
+func spanParents(spans []trace.Span) []int {
+	parents := make([]int, len(spans))
+	for i, c := range spans {
+		parents[i] = -1
+		if c.Parent == "" {
+			continue
+		}
+		latest, containing := -1, -1
+		for j, s := range spans {
+			if j == i || s.Name != c.Parent || s.Start > c.Start {
+				continue
+			}
+			if latest < 0 || s.Start >= spans[latest].Start {
+				latest = j
+			}
+			if s.Start+s.Dur >= c.Start && (containing < 0 || s.Start >= spans[containing].Start) {
+				containing = j
+			}
+		}
+		parents[i] = latest
+		if containing >= 0 {
+			parents[i] = containing
+		}
+	}
+	return parents
 }

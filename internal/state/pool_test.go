@@ -34,13 +34,13 @@ func TestRenameAndPoolIndex(t *testing.T) {
 	if len(pods) != 1 || len(all) != 2 {
 		t.Fatalf("List %d, ListAll %d: want 1 and 2", len(pods), len(all))
 	}
-	if err := s.Rename(e, "default", "taken", 0); !errors.Is(err, ErrExists) {
+	if err := s.Rename(e, "default", "taken", "", 0); !errors.Is(err, ErrExists) {
 		t.Fatalf("rename onto a recorded name: %v, want ErrExists", err)
 	}
 	if e.Name != "pool-1" || e.Namespace != PoolNamespace {
 		t.Fatalf("a failed rename changed the record in memory: %s", e.Key())
 	}
-	if err := s.Rename(e, "default", "web", 0); err != nil {
+	if err := s.Rename(e, "default", "web", "", 0); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.Find("default", "web"); err != nil || got.ID != e.ID {

@@ -5,6 +5,7 @@ package state
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -274,22 +275,50 @@ func (s *Store) Create(p *Pod) error {
 	return nil
 }
 
-// namePath is the reservation of namespace/name at a CRI attempt: the
-// kubelet makes attempt N+1 of a pod's sandbox while attempt N, stopped,
-// still exists. "_" cannot occur in a namespace (a DNS label).
-func (s *Store) namePath(namespace, name string, attempt uint32) string {
+// namePath is the reservation of a pod's CRI metadata, as containerd's
+// sandbox name (name_namespace_uid_attempt): the kubelet makes attempt
+// N+1 of a pod's sandbox while attempt N, stopped, still exists, and a
+// pod deleted and made again under its name (a StatefulSet's) has a new
+// uid while the old one's sandbox is still being torn down. "_" cannot
+// occur in a namespace (a DNS label); the uid follows an "@".
+func (s *Store) namePath(namespace, name, uid string, attempt uint32) string {
 	key := namespace + "_" + name
 	if attempt > 0 {
 		key += "_" + strconv.FormatUint(uint64(attempt), 10)
 	}
+	if uid != "" {
+		key += "@" + uidKey(uid)
+	}
 	return filepath.Join(s.dir, "names", key)
 }
 
-// reserveName records namespace/name (at p's attempt) → p.ID, unless a
-// recorded pod holds the name. A reservation whose pod has no record (a
+// uidKey is uid as part of a file name: itself when it is short and plain
+// (a UUID), else "=" and a digest of it (a CRI client's uid is any string).
+func uidKey(uid string) string {
+	if len(uid) <= 64 && strings.Trim(uid, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") == "" {
+		return uid
+	}
+	sum := sha256.Sum256([]byte(uid))
+	return "=" + hex.EncodeToString(sum[:16])
+}
+
+// splitNameKey is the namespace and name of a reservation's file name.
+func splitNameKey(key string) (namespace, name string, ok bool) {
+	key, _, _ = strings.Cut(key, "@")
+	namespace, name, ok = strings.Cut(key, "_")
+	if i := strings.LastIndexByte(name, '_'); i > 0 {
+		if _, err := strconv.ParseUint(name[i+1:], 10, 32); err == nil {
+			name = name[:i]
+		}
+	}
+	return namespace, name, ok
+}
+
+// reserveName records p's namespace/name/uid/attempt → p.ID, unless a
+// recorded pod holds them. A reservation whose pod has no record (a
 // crash between the two) is stale and taken over.
 func (s *Store) reserveName(p *Pod) error {
-	path := s.namePath(p.Namespace, p.Name, p.Attempt)
+	path := s.namePath(p.Namespace, p.Name, p.UID, p.Attempt)
 	for range 2 {
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err == nil {
@@ -319,9 +348,29 @@ func (s *Store) reserveName(p *Pod) error {
 	return fmt.Errorf("reserving pod name %s: %w", p.Key(), ErrExists)
 }
 
-// byName is the recorded pod the name index points at (attempt 0).
+// byName is the newest recorded pod named namespace/name, of any uid and
+// attempt (the kubelet's current one), found through the reservations:
+// a directory read, not a read of every record.
 func (s *Store) byName(namespace, name string) (*Pod, error) {
-	return s.reserved(s.namePath(namespace, name, 0))
+	entries, err := os.ReadDir(filepath.Join(s.dir, "names"))
+	if err != nil {
+		return nil, ErrNotFound
+	}
+	var newest *Pod
+	for _, e := range entries {
+		ns, n, ok := splitNameKey(e.Name())
+		if !ok || ns != namespace || n != name {
+			continue
+		}
+		p, err := s.reserved(filepath.Join(s.dir, "names", e.Name()))
+		if err == nil && (newest == nil || p.Created.After(newest.Created)) {
+			newest = p
+		}
+	}
+	if newest == nil {
+		return nil, ErrNotFound
+	}
+	return newest, nil
 }
 
 // reserved is the recorded pod that holds the reservation at path.
@@ -334,7 +383,7 @@ func (s *Store) reserved(path string) (*Pod, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.namePath(p.Namespace, p.Name, p.Attempt) != path {
+	if s.namePath(p.Namespace, p.Name, p.UID, p.Attempt) != path {
 		return nil, ErrNotFound
 	}
 	return p, nil
@@ -342,7 +391,7 @@ func (s *Store) reserved(path string) (*Pod, error) {
 
 // releaseName removes p's name reservation if it is p's.
 func (s *Store) releaseName(p *Pod) {
-	path := s.namePath(p.Namespace, p.Name, p.Attempt)
+	path := s.namePath(p.Namespace, p.Name, p.UID, p.Attempt)
 	if cur, err := s.readFile(path); err == nil && string(cur) == p.ID {
 		os.Remove(path)
 	}
@@ -463,20 +512,21 @@ func (s *Store) Delete(p *Pod) error {
 }
 
 // Rename gives the record of p, whose name's lock the caller holds as
-// well as the new one's, a new namespace, name and attempt: a warm pool
-// entry becoming the pod that claims it. The new name is reserved first,
-// the record saved under it, the old name released, so that a crash at
-// any point leaves one record and at most a stale reservation (PruneNames).
-func (s *Store) Rename(p *Pod, namespace, name string, attempt uint32) error {
+// well as the new one's, a new namespace, name, uid and attempt: a warm
+// pool entry becoming the pod that claims it. The new name is reserved
+// first, the record saved under it, the old name released, so that a
+// crash at any point leaves one record and at most a stale reservation
+// (PruneNames).
+func (s *Store) Rename(p *Pod, namespace, name, uid string, attempt uint32) error {
 	old := *p
-	p.Namespace, p.Name, p.Attempt = namespace, name, attempt
+	p.Namespace, p.Name, p.UID, p.Attempt = namespace, name, uid, attempt
 	if err := s.reserveName(p); err != nil {
-		p.Namespace, p.Name, p.Attempt = old.Namespace, old.Name, old.Attempt
+		p.Namespace, p.Name, p.UID, p.Attempt = old.Namespace, old.Name, old.UID, old.Attempt
 		return err
 	}
 	if err := s.Save(p); err != nil {
 		s.releaseName(p)
-		p.Namespace, p.Name, p.Attempt = old.Namespace, old.Name, old.Attempt
+		p.Namespace, p.Name, p.UID, p.Attempt = old.Namespace, old.Name, old.UID, old.Attempt
 		return err
 	}
 	s.releaseName(&old)
@@ -501,16 +551,9 @@ func (s *Store) PruneNames() (pruned []string, err error) {
 		return nil, fmt.Errorf("listing pod names: %w", err)
 	}
 	for _, e := range entries {
-		// "_" cannot occur in a namespace (a DNS label): the first one
-		// splits; a trailing _N is the attempt.
-		namespace, name, ok := strings.Cut(e.Name(), "_")
+		namespace, name, ok := splitNameKey(e.Name())
 		if !ok {
 			continue
-		}
-		if i := strings.LastIndexByte(name, '_'); i > 0 {
-			if _, err := strconv.ParseUint(name[i+1:], 10, 32); err == nil {
-				name = name[:i]
-			}
 		}
 		lock, err := s.TryLockPod(namespace, name)
 		if err != nil || lock == nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -210,7 +211,7 @@ func TestPlantedLinksNotRead(t *testing.T) {
 		}
 	}
 	// names/default_ghost → the real pod's name entry.
-	plant(s.namePath("default", "real", 0), s.namePath("default", "ghost", 0))
+	plant(s.namePath("default", "real", "", 0), s.namePath("default", "ghost", "", 0))
 	if p, err := s.byName("default", "ghost"); err == nil {
 		t.Errorf("byName(ghost) through a planted link = pod %s, want not found", p.Name)
 	}
@@ -252,13 +253,13 @@ func TestNameReservations(t *testing.T) {
 	if err := s.Delete(p); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(s.namePath("default", "web", 0)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(s.namePath("default", "web", "", 0)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("name reservation after Delete: %v", err)
 	}
 
 	// A crash after the reservation, before the record.
 	stale := newPod("web")
-	if err := os.WriteFile(s.namePath("default", "web", 0), []byte(stale.ID), 0o600); err != nil {
+	if err := os.WriteFile(s.namePath("default", "web", "", 0), []byte(stale.ID), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	again := newPod("web")
@@ -269,7 +270,7 @@ func TestNameReservations(t *testing.T) {
 		t.Fatalf("Find = %v, %v; want %s", got, err, ShortID(again.ID))
 	}
 
-	if err := os.WriteFile(s.namePath("default", "gone", 0), []byte(stale.ID), 0o600); err != nil {
+	if err := os.WriteFile(s.namePath("default", "gone", "", 0), []byte(stale.ID), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	pruned, err := s.PruneNames()
@@ -281,5 +282,56 @@ func TestNameReservations(t *testing.T) {
 	}
 	if err := s.Create(newPod("web")); !errors.Is(err, ErrExists) {
 		t.Fatalf("Create of a live name after PruneNames = %v, want ErrExists", err)
+	}
+}
+
+// The kubelet makes a pod again under its name with a new uid (a
+// StatefulSet's pod deleted and re-created) while the old uid's sandbox is
+// still there: containerd keys its sandbox names by uid too. The same
+// metadata twice is still refused.
+func TestCreateSameNameNewUID(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := newPod("web-0")
+	old.UID = "3f1c2a9e-0000-4000-8000-000000000001"
+	if err := s.Create(old); err != nil {
+		t.Fatal(err)
+	}
+	again := newPod("web-0")
+	again.UID = old.UID
+	if err := s.Create(again); !errors.Is(err, ErrExists) {
+		t.Fatalf("Create of the same namespace/name/uid/attempt = %v, want ErrExists", err)
+	}
+	renewed := newPod("web-0")
+	renewed.UID = "3f1c2a9e-0000-4000-8000-000000000002"
+	renewed.Created = old.Created.Add(time.Second)
+	if err := s.Create(renewed); err != nil {
+		t.Fatalf("Create with a new uid beside the old one: %v", err)
+	}
+	// A CRI client's uid may be any string: it still makes a file name.
+	odd := newPod("web-0")
+	odd.UID = "../../x/" + strings.Repeat("y", 300)
+	odd.Created = renewed.Created.Add(time.Second)
+	if err := s.Create(odd); err != nil {
+		t.Fatalf("Create with an unusual uid: %v", err)
+	}
+	if got, err := s.Find("default", "web-0"); err != nil || got.ID != odd.ID {
+		t.Fatalf("Find = %v, %v; want the newest, %s", got, err, ShortID(odd.ID))
+	}
+	for _, p := range []*Pod{odd, renewed} {
+		if err := s.Delete(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := s.Find("default", "web-0"); err != nil || got.ID != old.ID {
+		t.Fatalf("Find after the newer ones went = %v, %v; want %s", got, err, ShortID(old.ID))
+	}
+	if err := s.Delete(old); err != nil {
+		t.Fatal(err)
+	}
+	if names, _ := os.ReadDir(filepath.Join(s.Dir(), "names")); len(names) != 0 {
+		t.Fatalf("reservations left: %v", names)
 	}
 }

@@ -769,18 +769,3 @@ func registryOf(server string) string {
 	return server
 }
 
-// makePodDir makes pod's kubelet dir. The uid names it, as the API server
-// keeps it unique: a second pod with the same uid (a manifest that sets
-// one, run twice) must not share, nor on rollback remove, the first's.
-func (k *Kubelet) makePodDir(pod *corev1.Pod) (string, error) {
-	podDir := k.PodDir(string(pod.UID))
-	if err := os.MkdirAll(filepath.Dir(podDir), 0o700); err != nil {
-		return "", err
-	}
-	if err := os.Mkdir(podDir, 0o700); errors.Is(err, os.ErrExist) {
-		return "", errdefs.AlreadyExists("pod %s/%s: metadata.uid %s is another pod's (kubelet pod dir %s)", pod.Namespace, pod.Name, pod.UID, podDir)
-	} else if err != nil {
-		return "", fmt.Errorf("kubelet pod dir: %w", err)
-	}
-	return podDir, nil
-}

@@ -10,11 +10,10 @@ import (
 )
 
 // RunSandbox creates mf's pod sandbox alone (podlab runp, as crictl runp
-// does) and returns its id. A pod with hostUsers: false needs a range of
-// IDs no other pod has, and the kubelet half keeps those in its pod dirs:
-// such a pod gets a pod dir (its status and its range) as RunPod gives
-// one, so that the range is the pod's until `podlab rm` and gc knows
-// whose it is. Other pods get none, as before.
+// does) and returns its id. It gets a kubelet pod dir as RunPod gives one:
+// the claim on its name (two runps of one manifest are two pods of one
+// name), its status for gc, and with hostUsers: false the range of IDs no
+// other pod has, the pod's until `podlab rm`.
 func (k *Kubelet) RunSandbox(ctx context.Context, mf *manifest.Manifest) (podID string, retErr error) {
 	pod := mf.Pod
 	cfg, err := k.SandboxConfig(pod)
@@ -22,13 +21,6 @@ func (k *Kubelet) RunSandbox(ctx context.Context, mf *manifest.Manifest) (podID 
 		return "", err
 	}
 	req := &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: RuntimeHandler(pod)}
-	if !hostUsersFalse(pod) {
-		resp, err := k.RT.RunPodSandbox(ctx, req)
-		if err != nil {
-			return "", err
-		}
-		return resp.PodSandboxId, nil
-	}
 	podDir, err := k.makePodDir(pod)
 	if err != nil {
 		return "", err
@@ -46,11 +38,13 @@ func (k *Kubelet) RunSandbox(ctx context.Context, mf *manifest.Manifest) (podID 
 	if err := writeStatus(podDir, pod, PodStatus{Phase: PhasePending, Creator: creatorSelf()}); err != nil {
 		return "", fmt.Errorf("recording the pod's status: %w", err)
 	}
-	u, err := k.allocateUserNS(podDir)
-	if err != nil {
-		return "", err
+	if hostUsersFalse(pod) {
+		u, err := k.allocateUserNS(podDir)
+		if err != nil {
+			return "", err
+		}
+		cfg.Linux.SecurityContext.NamespaceOptions.UsernsOptions = u
 	}
-	cfg.Linux.SecurityContext.NamespaceOptions.UsernsOptions = u
 	resp, err := k.RT.RunPodSandbox(ctx, req)
 	if err != nil {
 		return "", err

@@ -160,7 +160,10 @@ func (k *Kubelet) teardown(ctx context.Context, id string, pod *corev1.Pod, grac
 	if err := os.RemoveAll(k.LogDir(pod)); err != nil {
 		return err
 	}
-	return os.RemoveAll(podDir)
+	if err := os.RemoveAll(podDir); err != nil {
+		return err
+	}
+	return k.releaseName(pod)
 }
 
 // GC removes the pods of `podlab run`s that died (a Pending or Terminating
@@ -171,7 +174,10 @@ func (k *Kubelet) GC(ctx context.Context, dryRun bool) (done []string, retErr er
 	dir := filepath.Join(k.Config.StateDir, "kubelet", "pods")
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		for _, name := range k.pruneNames(dryRun) {
+			done = append(done, fmt.Sprintf("pruned the claim on pod name %s: its pod is gone", name))
+		}
+		return done, nil
 	}
 	if err != nil {
 		return nil, err
@@ -254,6 +260,9 @@ func (k *Kubelet) GC(ctx context.Context, dryRun bool) (done []string, retErr er
 			}
 		}
 		done = append(done, fmt.Sprintf("%s kubelet pod %s: %s", verb, name, reason))
+	}
+	for _, name := range k.pruneNames(dryRun) {
+		done = append(done, fmt.Sprintf("%s the claim on pod name %s: its pod is gone", verb, name))
 	}
 	return done, errors.Join(errs...)
 }

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -442,4 +443,52 @@ spec:
 	if rules := hostPortRules(t, podID); len(rules) != 0 {
 		t.Errorf("rules left after rm:\n%s", strings.Join(rules, "\n"))
 	}
+}
+
+// A pod deleted and made again under its name (a StatefulSet's web-0, or a
+// force-deleted pod) has a new uid, and the kubelet runs its sandbox while
+// the old uid's is still there: both are kept, as containerd keys its
+// sandbox names by uid. The same metadata twice is still AlreadyExists.
+func TestCRISameNameNewUID(t *testing.T) {
+	rootSetup(t)
+	s := newCRI(t, "")
+	old := s.podConfig("web-0", "e2e-uid", nil)
+	oldID, oldPath := s.runPod(t, old)
+	renewed := s.podConfig("web-0", "e2e-uid", nil)
+	renewed.Metadata.Uid += "-renewed"
+	path := s.writeJSON(t, "pod-e2e-uid-web-0-renewed.json", renewed)
+	newID := s.crictlOK(t, "runp", path)
+	t.Cleanup(func() {
+		s.crictl("stopp", newID)
+		s.crictl("rmp", newID)
+	})
+	if newID == oldID {
+		t.Fatalf("the renewed pod got the old pod's id %s", oldID)
+	}
+	for _, id := range []string{oldID, newID} {
+		if got := s.crictlOK(t, "inspectp", "-o", "go-template", "--template", "{{.status.state}}", id); got != "SANDBOX_READY" {
+			t.Errorf("pod %s: state %q, want SANDBOX_READY", id[:12], got)
+		}
+	}
+	// Each has a network namespace of its own: the old one keeps the
+	// readable name, the new one's is told apart by its id.
+	if a, b := s.podNetNS(t, oldID), s.podNetNS(t, newID); a == b {
+		t.Errorf("both pods in network namespace %s", a)
+	}
+	if got := strings.Fields(s.crictlOK(t, "pods", "-q", "--name", "web-0", "--namespace", "e2e-uid")); len(got) != 2 {
+		t.Errorf("crictl pods --name web-0: %v, want both uids' pods", got)
+	}
+	if r := s.crictl("runp", oldPath); r.code == 0 || !strings.Contains(r.stderr, "already exists") {
+		t.Errorf("runp of the old pod's metadata again: exit %d, %s; want AlreadyExists", r.code, r.stderr)
+	}
+}
+
+// podNetNS is the network namespace of pod id's pause process.
+func (s *criServer) podNetNS(t *testing.T, id string) string {
+	t.Helper()
+	pid, err := strconv.Atoi(s.crictlOK(t, "inspectp", "-o", "go-template", "--template", "{{.info.pausePid}}", id))
+	if err != nil {
+		t.Fatalf("pod %s: pause pid: %v", id[:12], err)
+	}
+	return nsLink(t, pid, "net")
 }
