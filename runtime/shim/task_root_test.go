@@ -138,7 +138,7 @@ func helper(t *testing.T, mode string, args ...string) []byte {
 
 // taskTest is one shim under test and what it must leave clean.
 type taskTest struct {
-	t          *testing.T
+	t          testing.TB
 	dir        string
 	stateDir   string
 	oci        oci.Backend
