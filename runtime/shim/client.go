@@ -146,10 +146,7 @@ func (e *remoteError) Unwrap() error { return e.kind }
 
 // fromWire undoes answer: the status's code becomes the error's kind, its
 // message the error's. Other errors are the connection's, or ctx's.
-func fromWire(method string, err error) error {
-	if err == nil {
-		return nil
-	}
+func (c *Client) fromWire(method string, err error) error {
 	if st, ok := status.FromError(err); ok && st.Code() != codes.Canceled && st.Code() != codes.DeadlineExceeded {
 		for _, k := range wireKinds {
 			if k.code == st.Code() {
@@ -157,6 +154,9 @@ func fromWire(method string, err error) error {
 			}
 		}
 		return &remoteError{msg: st.Message()}
+	}
+	if errors.Is(err, ttrpc.ErrClosed) {
+		err = fmt.Errorf("connection to shim at %s: %w", c.socket, io.ErrUnexpectedEOF) // the shim hung up
 	}
 	return fmt.Errorf("shim %s: %w", method, err)
 }
@@ -172,10 +172,7 @@ func call[Req, Resp any](ctx context.Context, c *Client, method string, f func(c
 	resp, err := f(ctx, req)
 	if err != nil {
 		var zero Resp
-		if errors.Is(err, ttrpc.ErrClosed) {
-			err = fmt.Errorf("connection to shim at %s: %w", c.socket, io.ErrUnexpectedEOF)
-		}
-		return zero, fromWire(method, err)
+		return zero, c.fromWire(method, err)
 	}
 	return resp, nil
 }
@@ -254,10 +251,7 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest) (ExecResponse, error
 			return resp, nil
 		}
 		if err != nil {
-			if errors.Is(err, ttrpc.ErrClosed) {
-				err = fmt.Errorf("connection to shim at %s: %w", c.socket, io.ErrUnexpectedEOF)
-			}
-			return ExecResponse{}, fromWire("Exec", err)
+			return ExecResponse{}, c.fromWire("Exec", err)
 		}
 		resp.Stdout = append(resp.Stdout, part.Stdout...)
 		resp.Stderr = append(resp.Stderr, part.Stderr...)

@@ -32,7 +32,7 @@ func TestWireKinds(t *testing.T) {
 		errors.New("[odd] message of no kind"),
 		errors.New("plain failure"),
 	} {
-		got := fromWire("State", answer(err))
+		got := (&Client{}).fromWire("State", answer(err))
 		if got.Error() != err.Error() {
 			t.Errorf("message %q came back as %q", err, got)
 		}
