@@ -6,6 +6,7 @@ require (
 	github.com/containerd/continuity v0.5.0
 	github.com/containerd/fifo v1.1.0
 	github.com/containerd/nri v0.12.3
+	github.com/containerd/ttrpc v1.2.9
 	github.com/containernetworking/cni v1.3.1
 	github.com/containernetworking/plugins v1.9.1
 	github.com/coreos/go-iptables v0.8.0
@@ -54,7 +55,6 @@ require (
 	github.com/cilium/ebpf v0.17.3 // indirect
 	github.com/containerd/console v1.0.5 // indirect
 	github.com/containerd/log v0.1.0 // indirect
-	github.com/containerd/ttrpc v1.2.7 // indirect
 	github.com/docker/cli v29.7.2+incompatible // indirect
 	github.com/docker/docker-credential-helpers v0.9.3 // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect

@@ -393,9 +393,10 @@ func (r *Runtime) refreshTask(p *state.Pod, c *state.Container, client **shim.Cl
 // output any more, so "running" would be a guess that a client never
 // corrects (containerd likewise reports a task exited once its shim is
 // lost). StopPodSandbox and RemovePodSandbox still kill it, through
-// libcontainer's state.
+// libcontainer's state. So is one whose shim an older podlab started (shim.LegacySocket): it
+// runs, but nothing this podlab speaks to collects its exit.
 func markOrphaned(p *state.Pod, c *state.Container) {
-	if c.State == ContainerRunning && !shimAlive(p) {
+	if c.State == ContainerRunning && (!shimAlive(p) || shim.LegacySocket(p.ShimSocket)) {
 		c.State = ContainerUnknown
 	}
 }
@@ -403,6 +404,10 @@ func markOrphaned(p *state.Pod, c *state.Container) {
 // dialOrOrphan dials c's pod's shim; when the shim cannot be reached it
 // returns nil, and c, if recorded running, is marked orphaned.
 func dialOrOrphan(p *state.Pod, c *state.Container) *shim.Client {
+	if shim.LegacySocket(p.ShimSocket) {
+		markOrphaned(p, c)
+		return nil
+	}
 	client, err := shim.Dial(p.ShimSocket)
 	if err != nil {
 		markOrphaned(p, c)

@@ -64,6 +64,8 @@ func (r *Runtime) GC(ctx context.Context, opts GCOptions) (done []string, retErr
 		switch {
 		case cur.IsPoolEntry() && cur.State == state.PodWarm && !(sandbox.PauseAlive(cur) && shimAlive(cur)):
 			reason = "a warm sandbox whose pause or shim is gone"
+		case cur.IsPoolEntry() && cur.State == state.PodWarm && shim.LegacySocket(cur.ShimSocket):
+			reason = "a warm sandbox whose shim an older podlab started, which speaks JSON-RPC, not ttrpc"
 		case cur.IsPoolEntry() && cur.State == state.PodWarm:
 			// Ready to claim; a claim that crashed after taking it
 			// out of the index put nothing else in doubt.
@@ -72,8 +74,10 @@ func (r *Runtime) GC(ctx context.Context, opts GCOptions) (done []string, retErr
 			}
 			lock.Unlock()
 			continue
-		case preShim:
+		case preShim && cur.ShimSocket == "":
 			reason = "made before pods had a shim (its record names no shim socket), which this podlab does not run"
+		case preShim:
+			reason = "its shim was started by an older podlab and speaks JSON-RPC, which this podlab does not"
 		case cur.State == state.PodCreating:
 			reason = "creation never finished"
 		case cur.State == state.PodRemoving:
@@ -337,6 +341,12 @@ func (r *Runtime) removePreShimPod(ctx context.Context, p *state.Pod) error {
 	}
 	if err := r.removeContainers(p, rec); err != nil {
 		return err
+	}
+	// A legacy shim, killed with the containers, left its socket.
+	if p.ShimSocket != "" {
+		if err := os.Remove(p.ShimSocket); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 	}
 	if err := r.Sandbox.Stop(ctx, p, 0, rec); err != nil {
 		return fmt.Errorf("stopping pod %s: %w", p.Key(), err)

@@ -18,15 +18,26 @@ import (
 )
 
 // A pod recorded before every pod had a long-lived shim (no shim socket
-// in its record) is refused by the operations, with a message that says
-// how to remove it, and both gc and `podlab rm -f` (the kubelet half's
-// RemovePod) remove it: its pause and containers killed, its sandbox torn
-// down, its record gone, nothing left on the host (the leak check).
+// in its record), or whose shim an older podlab started (it speaks
+// JSON-RPC on a ".sock"), is refused by the operations, with a message
+// that says how to remove it, and both gc and `podlab rm -f` (the kubelet
+// half's RemovePod) remove it: its pause, shim and containers killed, its
+// sandbox torn down, its record gone, nothing left on the host (the leak
+// check).
 func TestPreShimPodRefusedThenRemoved(t *testing.T) {
-	for _, remover := range []string{"gc", "rm -f"} {
-		t.Run(remover, func(t *testing.T) {
+	for _, tc := range []struct {
+		kind, remover, gcSays string
+		make                  func(*testing.T, *Runtime, *state.Pod) (*state.Pod, *state.Container)
+	}{
+		{"pre-shim", "gc", "made before pods had a shim", makePreShim},
+		{"pre-shim", "rm -f", "", makePreShim},
+		{"legacy-shim", "gc", "its shim was started by an older podlab and speaks JSON-RPC", makeLegacyShim},
+		{"legacy-shim", "rm -f", "", makeLegacyShim},
+	} {
+		remover := tc.remover
+		t.Run(tc.kind+"/"+remover, func(t *testing.T) {
 			rt := newTestRuntime(t, nil)
-			name := "pre-shim-" + strings.ReplaceAll(remover, " ", "")
+			name := tc.kind + "-" + strings.ReplaceAll(remover, " ", "")
 			p := runPod(t, rt, `apiVersion: v1
 kind: Pod
 metadata: {name: `+name+`}
@@ -36,7 +47,7 @@ spec:
     image: busybox
     command: ["sleep", "3600"]
 `)
-			p, c := makePreShim(t, rt, p)
+			p, c := tc.make(t, rt, p)
 			ctrStart, err := proc.StartTime(c.PID)
 			if err != nil {
 				t.Fatalf("container %s not running: %v", c.Name, err)
@@ -65,7 +76,7 @@ spec:
 				if err != nil {
 					t.Fatal(err)
 				}
-				want := "removed pod default/" + name + " (" + state.ShortID(p.ID) + "): made before pods had a shim"
+				want := "removed pod default/" + name + " (" + state.ShortID(p.ID) + "): " + tc.gcSays
 				if !strings.Contains(strings.Join(done, "\n"), want) {
 					t.Errorf("gc said %q, want a line with %q", done, want)
 				}
@@ -82,6 +93,14 @@ spec:
 			}
 			if proc.Alive(c.PID, ctrStart) {
 				t.Errorf("container process %d left running", c.PID)
+			}
+			if p.ShimPID != 0 && proc.Alive(p.ShimPID, p.ShimStart) {
+				t.Errorf("shim %d left running", p.ShimPID)
+			}
+			if p.ShimSocket != "" {
+				if _, err := os.Lstat(p.ShimSocket); !os.IsNotExist(err) {
+					t.Errorf("shim socket %s left: %v", p.ShimSocket, err)
+				}
 			}
 			for _, dir := range []string{rt.Store.PodDir(p.ID), filepath.Join(rt.LibcontainerRoot(), c.ID), rt.Images.WritableDir(c.ID)} {
 				if _, err := os.Lstat(dir); !os.IsNotExist(err) {
@@ -112,6 +131,31 @@ func makePreShim(t *testing.T, rt *Runtime, p *state.Pod) (*state.Pod, *state.Co
 	}
 	os.Remove(p.ShimSocket)
 	p.ShimSocket, p.ShimPID, p.ShimStart = "", 0, 0
+	if err := rt.Store.Save(p); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ContainerByName(p, "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, c
+}
+
+// makeLegacyShim turns p, made today, into the record of a pod whose shim
+// an older podlab started: its socket where that shim listened, a ".sock".
+// The shim there is today's and would answer; the record alone makes it
+// one this podlab does not speak to.
+func makeLegacyShim(t *testing.T, rt *Runtime, p *state.Pod) (*state.Pod, *state.Container) {
+	t.Helper()
+	p, err := rt.Store.Get(p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := strings.TrimSuffix(p.ShimSocket, filepath.Ext(p.ShimSocket)) + ".sock"
+	if err := os.Rename(p.ShimSocket, legacy); err != nil {
+		t.Fatal(err)
+	}
+	p.ShimSocket = legacy
 	if err := rt.Store.Save(p); err != nil {
 		t.Fatal(err)
 	}

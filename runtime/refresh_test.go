@@ -19,8 +19,8 @@ func TestRefreshRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	alive := &state.Pod{ShimSocket: "/nonexistent/shim.sock", ShimPID: os.Getpid(), ShimStart: self}
-	gone := &state.Pod{ShimSocket: "/nonexistent/shim.sock", ShimPID: os.Getpid(), ShimStart: self + 1}
+	alive := &state.Pod{ShimSocket: "/nonexistent/shim.ttrpc", ShimPID: os.Getpid(), ShimStart: self}
+	gone := &state.Pod{ShimSocket: "/nonexistent/shim.ttrpc", ShimPID: os.Getpid(), ShimStart: self + 1}
 
 	withExit := t.TempDir()
 	code := 3

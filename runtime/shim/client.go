@@ -1,7 +1,6 @@
 package shim
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,21 +11,33 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
+	"github.com/containerd/ttrpc"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/proc"
+	"github.com/podlab/podlab/runtime/shim/api"
 )
 
 // SocketPath is where pod podID's long-lived shim listens: under the state
 // directory, named by a prefix of the id, because a unix socket's path
-// must fit in 108 bytes.
+// must fit in 108 bytes. The suffix names the transport: ".ttrpc".
 func SocketPath(stateDir, podID string) string {
-	return filepath.Join(stateDir, "s", podID[:min(16, len(podID))]+".sock")
+	return filepath.Join(stateDir, "s", podID[:min(16, len(podID))]+".ttrpc")
+}
+
+// LegacySocket reports whether a pod record's shim socket is one that a
+// shim of an older podlab listens on (".sock"): that shim speaks a
+// JSON-RPC that this client does not, so its pod can only be removed,
+// through the OCI runtime's state (podlab gc does).
+func LegacySocket(socket string) bool {
+	return strings.HasSuffix(socket, ".sock")
 }
 
 // spawnTimeout bounds the wait for a spawned shim's "ok".
@@ -107,34 +118,8 @@ func Spawn(bin, stateDir, podID, socket string, rt oci.RuntimeConfig) (pid int, 
 // sentinels (errdefs.IsNotFound) when the shim said so.
 type Client struct {
 	socket string
-	conn   net.Conn
-
-	wmu sync.Mutex // one request on the wire at a time
-	enc *json.Encoder
-
-	mu      sync.Mutex
-	seq     uint64
-	pending map[uint64]chan clientReply
-	err     error // the connection's failure, once it failed
-}
-
-type clientReply struct {
-	result json.RawMessage
-	err    error
-}
-
-// clientRequest and clientResponse are the client's side of rpcRequest and
-// rpcResponse.
-type clientRequest struct {
-	Method string `json:"method"`
-	Params [1]any `json:"params"`
-	ID     uint64 `json:"id"`
-}
-
-type clientResponse struct {
-	ID     uint64          `json:"id"`
-	Result json.RawMessage `json:"result"`
-	Error  any             `json:"error"`
+	conn   *ttrpc.Client
+	task   api.TaskClient
 }
 
 // Dial connects to the shim serving socket.
@@ -143,51 +128,12 @@ func Dial(socket string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dialing shim: %w", err)
 	}
-	c := &Client{socket: socket, conn: conn, enc: json.NewEncoder(conn), pending: map[uint64]chan clientReply{}}
-	go c.read()
-	return c, nil
+	c := ttrpc.NewClient(conn)
+	return &Client{socket: socket, conn: c, task: api.NewTaskClient(c)}, nil
 }
 
 // Close closes the connection; the shim and its containers go on.
 func (c *Client) Close() error { return c.conn.Close() }
-
-// read hands each answer to its call, until the connection ends; then it
-// fails the calls still waiting.
-func (c *Client) read() {
-	dec := json.NewDecoder(bufio.NewReader(c.conn))
-	var err error
-	for {
-		var resp clientResponse
-		if err = dec.Decode(&resp); err != nil {
-			break
-		}
-		c.mu.Lock()
-		ch := c.pending[resp.ID]
-		delete(c.pending, resp.ID)
-		c.mu.Unlock()
-		if ch == nil {
-			continue // its caller gave up
-		}
-		switch e := resp.Error.(type) {
-		case nil:
-			ch <- clientReply{result: resp.Result}
-		case string:
-			ch <- clientReply{err: fromWire(e)}
-		default:
-			ch <- clientReply{err: fmt.Errorf("invalid error %v", e)}
-		}
-	}
-	if errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF // the shim hung up
-	}
-	c.mu.Lock()
-	c.err = fmt.Errorf("connection to shim at %s: %w", c.socket, err)
-	for id, ch := range c.pending {
-		ch <- clientReply{err: c.err}
-		delete(c.pending, id)
-	}
-	c.mu.Unlock()
-}
 
 // remoteError is an error the shim answered.
 type remoteError struct {
@@ -198,161 +144,187 @@ type remoteError struct {
 func (e *remoteError) Error() string { return e.msg }
 func (e *remoteError) Unwrap() error { return e.kind }
 
-// fromWire undoes answer: the "[kind] " prefix becomes the error's kind.
-func fromWire(msg string) error {
-	if rest, ok := strings.CutPrefix(msg, "["); ok {
-		if name, text, ok := strings.Cut(rest, "] "); ok {
-			for _, k := range wireKinds {
-				if k.name == name {
-					return &remoteError{msg: text, kind: k.err}
-				}
+// fromWire undoes answer: the status's code becomes the error's kind, its
+// message the error's. Other errors are the connection's, or ctx's.
+func (c *Client) fromWire(method string, err error) error {
+	if st, ok := status.FromError(err); ok && st.Code() != codes.Canceled && st.Code() != codes.DeadlineExceeded {
+		for _, k := range wireKinds {
+			if k.code == st.Code() {
+				return &remoteError{msg: st.Message(), kind: k.err}
 			}
 		}
+		return &remoteError{msg: st.Message()}
 	}
-	return &remoteError{msg: msg}
+	if errors.Is(err, ttrpc.ErrClosed) {
+		err = fmt.Errorf("connection to shim at %s: %w", c.socket, io.ErrUnexpectedEOF) // the shim hung up
+	}
+	return fmt.Errorf("shim %s: %w", method, err)
 }
 
 // call makes one call, giving up (not the shim) when ctx is done. A call
 // whose ctx is done already is not sent, as net/http sends no such
 // request: the shim would act on it with nobody to hear the outcome.
-func (c *Client) call(ctx context.Context, method string, args, reply any) error {
+func call[Req, Resp any](ctx context.Context, c *Client, method string, f func(context.Context, Req) (Resp, error), req Req) (Resp, error) {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("shim %s: %w", method, err)
+		var zero Resp
+		return zero, fmt.Errorf("shim %s: %w", method, err)
 	}
-	ch := make(chan clientReply, 1)
-	c.mu.Lock()
-	if c.err != nil {
-		c.mu.Unlock()
-		return fmt.Errorf("shim %s: %w", method, c.err)
-	}
-	c.seq++
-	id := c.seq
-	c.pending[id] = ch
-	c.mu.Unlock()
-	forget := func() {
-		c.mu.Lock()
-		delete(c.pending, id)
-		c.mu.Unlock()
-	}
-
-	c.wmu.Lock()
-	err := c.enc.Encode(&clientRequest{Method: "Task." + method, Params: [1]any{args}, ID: id})
-	c.wmu.Unlock()
+	resp, err := f(ctx, req)
 	if err != nil {
-		forget()
-		return fmt.Errorf("shim %s: sending the request: %w", method, err)
+		var zero Resp
+		return zero, c.fromWire(method, err)
 	}
-	var r clientReply
-	select {
-	case r = <-ch:
-	case <-ctx.Done():
-		forget()
-		return fmt.Errorf("shim %s: %w", method, ctx.Err())
-	}
-	if r.err != nil {
-		var re *remoteError
-		if errors.As(r.err, &re) {
-			return r.err // the shim's own words
-		}
-		return fmt.Errorf("shim %s: %w", method, r.err)
-	}
-	if err := json.Unmarshal(r.result, reply); err != nil {
-		return fmt.Errorf("shim %s: decoding the answer: %w", method, err)
-	}
-	return nil
+	return resp, nil
 }
 
 // Create does `runc create` of the bundle in the shim.
 func (c *Client) Create(ctx context.Context, req CreateRequest) (CreateResponse, error) {
-	var resp CreateResponse
-	err := c.call(ctx, "Create", &req, &resp)
-	return resp, err
+	resp, err := call(ctx, c, "Create", c.task.Create, &api.CreateRequest{Id: req.ID, Name: req.Name, Bundle: req.Bundle,
+		LogPath: req.LogPath, Io: ioToPB(req.ContainerIO)})
+	if err != nil {
+		return CreateResponse{}, err
+	}
+	return CreateResponse{PID: int(resp.Pid), Seal: sealFromPB(resp.Seal)}, nil
 }
 
 // Start starts a created container.
 func (c *Client) Start(ctx context.Context, id string) (StartResponse, error) {
-	var resp StartResponse
-	err := c.call(ctx, "Start", &IDRequest{ID: id}, &resp)
-	return resp, err
+	resp, err := call(ctx, c, "Start", c.task.Start, &api.IDRequest{Id: id})
+	if err != nil {
+		return StartResponse{}, err
+	}
+	return StartResponse{PID: int(resp.Pid), StartedAt: timeFromPB(resp.StartedAt)}, nil
 }
 
 // Stop sends SIGTERM, then SIGKILL after timeoutSeconds (at once if 0),
 // and returns once the exit is recorded: ctx must allow for the timeout.
 func (c *Client) Stop(ctx context.Context, id string, timeoutSeconds int64) error {
-	return c.call(ctx, "Stop", &StopRequest{ID: id, TimeoutSeconds: timeoutSeconds}, &Empty{})
+	_, err := call(ctx, c, "Stop", c.task.Stop, &api.StopRequest{Id: id, TimeoutSeconds: timeoutSeconds})
+	return err
 }
 
 // Kill signals the container's init.
 func (c *Client) Kill(ctx context.Context, id string, sig syscall.Signal) error {
-	return c.call(ctx, "Kill", &KillRequest{ID: id, Signal: int(sig)}, &Empty{})
+	if sig < 0 {
+		sig = 0 // refused as invalid, as any other out of range
+	}
+	_, err := call(ctx, c, "Kill", c.task.Kill, &api.KillRequest{Id: id, Signal: uint32(sig)})
+	return err
 }
 
 // State returns the shim's record of the container.
 func (c *Client) State(ctx context.Context, id string) (ContainerState, error) {
-	var resp ContainerState
-	err := c.call(ctx, "State", &IDRequest{ID: id}, &resp)
-	return resp, err
+	resp, err := call(ctx, c, "State", c.task.State, &api.IDRequest{Id: id})
+	if err != nil {
+		return ContainerState{}, err
+	}
+	return stateFromPB(resp), nil
 }
 
 // Delete removes a stopped or created container; a container that is not
 // there is not an error.
 func (c *Client) Delete(ctx context.Context, id string) (ContainerState, error) {
-	var resp ContainerState
-	err := c.call(ctx, "Delete", &IDRequest{ID: id}, &resp)
-	return resp, err
+	resp, err := call(ctx, c, "Delete", c.task.Delete, &api.IDRequest{Id: id})
+	if err != nil {
+		return ContainerState{}, err
+	}
+	return stateFromPB(resp), nil
 }
 
 // Exec runs a process in the running container and returns its output
 // and exit code; ctx must allow for req.TimeoutSeconds.
 func (c *Client) Exec(ctx context.Context, req ExecRequest) (ExecResponse, error) {
+	process, err := json.Marshal(&req.Process)
+	if err != nil {
+		return ExecResponse{}, fmt.Errorf("shim Exec: %w", err)
+	}
+	stream, err := call(ctx, c, "Exec", c.task.Exec, &api.ExecRequest{Id: req.ID, Process: process, TimeoutSeconds: req.TimeoutSeconds})
+	if err != nil {
+		return ExecResponse{}, err
+	}
+	// The answer comes in parts (see taskServer.Exec); the last one
+	// carries the exit.
 	var resp ExecResponse
-	err := c.call(ctx, "Exec", &req, &resp)
-	return resp, err
+	for {
+		part, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return resp, nil
+		}
+		if err != nil {
+			return ExecResponse{}, c.fromWire("Exec", err)
+		}
+		resp.Stdout = append(resp.Stdout, part.Stdout...)
+		resp.Stderr = append(resp.Stderr, part.Stderr...)
+		resp.ExitCode, resp.TimedOut = int(part.ExitCode), part.TimedOut
+	}
 }
 
 // ReopenLog makes the shim reopen the container's log file.
 func (c *Client) ReopenLog(ctx context.Context, id string) error {
-	return c.call(ctx, "ReopenLog", &IDRequest{ID: id}, &Empty{})
+	_, err := call(ctx, c, "ReopenLog", c.task.ReopenLog, &api.IDRequest{Id: id})
+	return err
 }
 
 // Stats reads the container's cgroup usage.
 func (c *Client) Stats(ctx context.Context, id string) (Stats, error) {
-	var resp Stats
-	err := c.call(ctx, "Stats", &IDRequest{ID: id}, &resp)
-	return resp, err
+	resp, err := call(ctx, c, "Stats", c.task.Stats, &api.IDRequest{Id: id})
+	if err != nil {
+		return Stats{}, err
+	}
+	return statsFromPB(resp), nil
 }
 
 // Update applies res's CPU and memory settings to the container's cgroup.
 func (c *Client) Update(ctx context.Context, id string, res *specs.LinuxResources) error {
-	return c.call(ctx, "Update", &UpdateRequest{ID: id, Resources: res}, &Empty{})
+	var data []byte
+	if res != nil {
+		var err error
+		if data, err = json.Marshal(res); err != nil {
+			return fmt.Errorf("shim Update: %w", err)
+		}
+	}
+	_, err := call(ctx, c, "Update", c.task.Update, &api.UpdateRequest{Id: id, Resources: data})
+	return err
 }
 
 // Shutdown makes the shim kill and delete its containers and exit.
 func (c *Client) Shutdown(ctx context.Context) error {
-	return c.call(ctx, "Shutdown", &Empty{}, &Empty{})
+	_, err := call(ctx, c, "Shutdown", c.task.Shutdown, &emptypb.Empty{})
+	return err
 }
 
 // ExecStart starts an exec with its stdio on a client's streams.
 func (c *Client) ExecStart(ctx context.Context, req ExecStartRequest) (int, error) {
-	var resp ExecStartResponse
-	err := c.call(ctx, "ExecStart", &req, &resp)
-	return resp.PID, err
+	process, err := json.Marshal(&req.Process)
+	if err != nil {
+		return 0, fmt.Errorf("shim ExecStart: %w", err)
+	}
+	resp, err := call(ctx, c, "ExecStart", c.task.ExecStart, &api.ExecStartRequest{Id: req.ID, ExecId: req.ExecID, Process: process,
+		Streams: streamsToPB(req.Streams), Tty: req.Tty, Width: uint32(req.Width), Height: uint32(req.Height)})
+	if err != nil {
+		return 0, err
+	}
+	return int(resp.Pid), nil
 }
 
 // ExecWait waits for an exec started by ExecStart, and returns its exit
 // code once its output is copied.
 func (c *Client) ExecWait(ctx context.Context, id, execID string) (int, error) {
-	var resp ExecWaitResponse
-	err := c.call(ctx, "ExecWait", &ExecIDRequest{ID: id, ExecID: execID}, &resp)
-	return resp.ExitCode, err
+	resp, err := call(ctx, c, "ExecWait", c.task.ExecWait, &api.ExecIDRequest{Id: id, ExecId: execID})
+	if err != nil {
+		return 0, err
+	}
+	return int(resp.ExitCode), nil
 }
 
 // Resize sets the tty size of an exec (execID) or of the container ("").
 func (c *Client) Resize(ctx context.Context, id, execID string, width, height uint16) error {
-	return c.call(ctx, "Resize", &ResizeRequest{ID: id, ExecID: execID, Width: width, Height: height}, &Empty{})
+	_, err := call(ctx, c, "Resize", c.task.Resize, &api.ResizeRequest{Id: id, ExecId: execID, Width: uint32(width), Height: uint32(height)})
+	return err
 }
 
 // Attach connects a client's streams to the container's stdio.
 func (c *Client) Attach(ctx context.Context, req AttachRequest) error {
-	return c.call(ctx, "Attach", &req, &Empty{})
+	_, err := call(ctx, c, "Attach", c.task.Attach, &api.AttachRequest{Id: req.ID, Streams: streamsToPB(req.Streams)})
+	return err
 }

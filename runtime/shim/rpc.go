@@ -1,155 +1,199 @@
 package shim
 
-// The API is JSON-RPC 1.0 on a unix socket, as net/rpc/jsonrpc speaks it
-// (service "Task", one method per call of taskService): no grpc or protobuf in a
-// binary that libcontainer re-executes as every container's init. Both
-// ends are written here rather than with net/rpc, which links net/http,
-// crypto/tls and html/template: +5 MB of binary and 38 more package inits,
-// run by every container start before libcontainer's init.
+// The task API is containerd's ttrpc on a unix socket, with the protobuf
+// messages of api/task.proto: the transport containerd's shims speak,
+// lighter than gRPC (no HTTP/2) in a binary that libcontainer re-executes
+// as every container's init. taskServer turns each call into one of
+// taskService's methods.
 
 import (
-	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
+	"github.com/containerd/ttrpc"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"google.golang.org/protobuf/types/known/emptypb"
+
 	"github.com/podlab/podlab/internal/errdefs"
+	"github.com/podlab/podlab/runtime/shim/api"
 )
 
-// rpcRequest and rpcResponse are JSON-RPC 1.0 messages, as net/rpc/jsonrpc
-// writes them: params is a one-element array, error a string or null.
-type rpcRequest struct {
-	Method string            `json:"method"`
-	Params []json.RawMessage `json:"params"`
-	ID     json.RawMessage   `json:"id"`
-}
+// execPart bounds the output one part of an Exec answer carries, well
+// under ttrpc's 4 MiB message bound.
+const execPart = 1 << 20
 
-type rpcResponse struct {
-	ID     json.RawMessage `json:"id"`
-	Result any             `json:"result"`
-	Error  any             `json:"error"`
-}
+// taskServer is taskService as api.TaskService.
+type taskServer struct{ t *taskService }
 
-// rpcMethod decodes a call's params, runs it and returns its answer.
-type rpcMethod func(params json.RawMessage) (any, error)
+var empty = &emptypb.Empty{}
 
-func method[Req, Resp any](f func(*Req, *Resp) error) rpcMethod {
-	return func(params json.RawMessage) (any, error) {
-		var req Req
-		if err := json.Unmarshal(params, &req); err != nil {
-			return nil, kinded(errdefs.ErrInvalidArgument, "decoding the request: %v", err)
-		}
-		var resp Resp
-		if err := f(&req, &resp); err != nil {
-			return nil, err
-		}
-		return &resp, nil
+func (s taskServer) Create(_ context.Context, req *api.CreateRequest) (*api.CreateResponse, error) {
+	var resp CreateResponse
+	err := s.t.Create(&CreateRequest{ID: req.Id, Name: req.Name, Bundle: req.Bundle, LogPath: req.LogPath, ContainerIO: ioFromPB(req.Io)}, &resp)
+	if err != nil {
+		return nil, err
 	}
+	return &api.CreateResponse{Pid: uint32(resp.PID), Seal: sealToPB(resp.Seal)}, nil
 }
 
-// methods is the "Task" service.
-func (t *taskService) methods() map[string]rpcMethod {
-	return map[string]rpcMethod{
-		"Task.Create":    method(t.Create),
-		"Task.Start":     method(t.Start),
-		"Task.Stop":      method(t.Stop),
-		"Task.Kill":      method(t.Kill),
-		"Task.State":     method(t.State),
-		"Task.Delete":    method(t.Delete),
-		"Task.Exec":      method(t.Exec),
-		"Task.ExecStart": method(t.ExecStart),
-		"Task.ExecWait":  method(t.ExecWait),
-		"Task.Resize":    method(t.Resize),
-		"Task.Attach":    method(t.Attach),
-		"Task.ReopenLog": method(t.ReopenLog),
-		"Task.Stats":     method(t.Stats),
-		"Task.Update":    method(t.Update),
-		"Task.Shutdown":  method(t.Shutdown),
+func (s taskServer) Start(_ context.Context, req *api.IDRequest) (*api.StartResponse, error) {
+	var resp StartResponse
+	if err := s.t.Start(&IDRequest{ID: req.Id}, &resp); err != nil {
+		return nil, err
 	}
+	return &api.StartResponse{Pid: uint32(resp.PID), StartedAt: timeToPB(resp.StartedAt)}, nil
 }
 
-// serveConn answers one client's calls, each in a goroutine of its own,
-// until the client hangs up.
-func (t *taskService) serveConn(conn net.Conn, methods map[string]rpcMethod) {
-	defer conn.Close()
-	dec := json.NewDecoder(bufio.NewReader(conn))
-	var (
-		wmu   sync.Mutex
-		enc   = json.NewEncoder(conn)
-		calls sync.WaitGroup
-	)
-	defer calls.Wait()
+func (s taskServer) Stop(_ context.Context, req *api.StopRequest) (*emptypb.Empty, error) {
+	return empty, s.t.Stop(&StopRequest{ID: req.Id, TimeoutSeconds: req.TimeoutSeconds}, &Empty{})
+}
+
+func (s taskServer) Kill(_ context.Context, req *api.KillRequest) (*emptypb.Empty, error) {
+	sig := int(min(req.Signal, 1<<16)) // out of range either way; an int of any size
+	return empty, s.t.Kill(&KillRequest{ID: req.Id, Signal: sig}, &Empty{})
+}
+
+func (s taskServer) State(_ context.Context, req *api.IDRequest) (*api.ContainerState, error) {
+	var resp ContainerState
+	if err := s.t.State(&IDRequest{ID: req.Id}, &resp); err != nil {
+		return nil, err
+	}
+	return stateToPB(resp), nil
+}
+
+func (s taskServer) Delete(_ context.Context, req *api.IDRequest) (*api.ContainerState, error) {
+	var resp ContainerState
+	if err := s.t.Delete(&IDRequest{ID: req.Id}, &resp); err != nil {
+		return nil, err
+	}
+	return stateToPB(resp), nil
+}
+
+// Exec answers in parts: the output, execPart at a time, the exit with
+// the last.
+func (s taskServer) Exec(_ context.Context, req *api.ExecRequest, stream api.Task_ExecServer) error {
+	p, err := processFromPB(req.Process)
+	if err != nil {
+		return answer(err)
+	}
+	var resp ExecResponse
+	if err := s.t.Exec(&ExecRequest{ID: req.Id, Process: p, TimeoutSeconds: req.TimeoutSeconds}, &resp); err != nil {
+		return err
+	}
+	stdout, stderr := resp.Stdout, resp.Stderr
 	for {
-		var req rpcRequest
-		if err := dec.Decode(&req); err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-				fmt.Fprintf(os.Stderr, "podlab-shim: reading a request: %v\n", err)
-			}
-			return
+		part := &api.ExecResponse{}
+		n := min(execPart, len(stdout))
+		part.Stdout, stdout = stdout[:n], stdout[n:]
+		m := min(execPart-n, len(stderr))
+		part.Stderr, stderr = stderr[:m], stderr[m:]
+		if len(stdout) == 0 && len(stderr) == 0 {
+			part.ExitCode, part.TimedOut = int32(resp.ExitCode), resp.TimedOut
+			return stream.Send(part)
 		}
-		calls.Add(1)
-		go func() {
-			defer calls.Done()
-			var (
-				result any
-				err    error
-			)
-			switch m := methods[req.Method]; {
-			case m == nil:
-				err = fmt.Errorf("rpc: can't find method %s", req.Method)
-			case len(req.Params) != 1:
-				err = kinded(errdefs.ErrInvalidArgument, "%s: want 1 param, got %d", req.Method, len(req.Params))
-			default:
-				result, err = m(req.Params[0])
-			}
-			resp := rpcResponse{ID: req.ID, Result: result}
-			if len(resp.ID) == 0 {
-				resp.ID = json.RawMessage("null")
-			}
-			if err != nil {
-				resp.Result, resp.Error = nil, answer(err).Error()
-			}
-			wmu.Lock()
-			enc.Encode(&resp)
-			wmu.Unlock()
-			if req.Method == "Task.Shutdown" && err == nil {
-				t.answerOnce.Do(func() { close(t.answered) })
-			}
-		}()
+		if err := stream.Send(part); err != nil {
+			return err
+		}
 	}
 }
+
+func (s taskServer) ExecStart(_ context.Context, req *api.ExecStartRequest) (*api.ExecStartResponse, error) {
+	p, err := processFromPB(req.Process)
+	if err != nil {
+		return nil, answer(err)
+	}
+	var resp ExecStartResponse
+	err = s.t.ExecStart(&ExecStartRequest{ID: req.Id, ExecID: req.ExecId, Process: p, Streams: streamsFromPB(req.Streams),
+		Tty: req.Tty, Width: uint16(req.Width), Height: uint16(req.Height)}, &resp)
+	if err != nil {
+		return nil, err
+	}
+	return &api.ExecStartResponse{Pid: uint32(resp.PID)}, nil
+}
+
+func (s taskServer) ExecWait(_ context.Context, req *api.ExecIDRequest) (*api.ExecWaitResponse, error) {
+	var resp ExecWaitResponse
+	if err := s.t.ExecWait(&ExecIDRequest{ID: req.Id, ExecID: req.ExecId}, &resp); err != nil {
+		return nil, err
+	}
+	return &api.ExecWaitResponse{ExitCode: int32(resp.ExitCode)}, nil
+}
+
+func (s taskServer) Resize(_ context.Context, req *api.ResizeRequest) (*emptypb.Empty, error) {
+	return empty, s.t.Resize(&ResizeRequest{ID: req.Id, ExecID: req.ExecId, Width: uint16(req.Width), Height: uint16(req.Height)}, &Empty{})
+}
+
+func (s taskServer) Attach(_ context.Context, req *api.AttachRequest) (*emptypb.Empty, error) {
+	return empty, s.t.Attach(&AttachRequest{ID: req.Id, Streams: streamsFromPB(req.Streams)}, &Empty{})
+}
+
+func (s taskServer) ReopenLog(_ context.Context, req *api.IDRequest) (*emptypb.Empty, error) {
+	return empty, s.t.ReopenLog(&IDRequest{ID: req.Id}, &Empty{})
+}
+
+func (s taskServer) Stats(_ context.Context, req *api.IDRequest) (*api.StatsResponse, error) {
+	var resp Stats
+	if err := s.t.Stats(&IDRequest{ID: req.Id}, &resp); err != nil {
+		return nil, err
+	}
+	return statsToPB(resp), nil
+}
+
+func (s taskServer) Update(_ context.Context, req *api.UpdateRequest) (*emptypb.Empty, error) {
+	var res *specs.LinuxResources
+	if len(req.Resources) > 0 {
+		res = new(specs.LinuxResources)
+		if err := json.Unmarshal(req.Resources, res); err != nil {
+			return nil, answer(kinded(errdefs.ErrInvalidArgument, "decoding the resources: %v", err))
+		}
+	}
+	return empty, s.t.Update(&UpdateRequest{ID: req.Id, Resources: res}, &Empty{})
+}
+
+func (s taskServer) Shutdown(context.Context, *emptypb.Empty) (*emptypb.Empty, error) {
+	return empty, s.t.Shutdown(&Empty{}, &Empty{})
+}
+
+// shutdownGrace bounds the wait, once Shutdown emptied the shim, for the
+// connections to go idle (Shutdown's own answer written); shutdownPoll is
+// how often they are looked at. ttrpc's Server.Shutdown looks every
+// 200 ms, which a pod's teardown, waiting for the shim to exit, would pay.
+const (
+	shutdownGrace = 2 * time.Second
+	shutdownPoll  = 2 * time.Millisecond
+)
 
 // serve answers connections on l until Shutdown.
 func (t *taskService) serve(l net.Listener) error {
-	methods := t.methods()
+	srv, err := ttrpc.NewServer()
+	if err != nil {
+		return err
+	}
+	api.RegisterTaskService(srv, taskServer{t})
 	go func() {
 		<-t.shutdown
-		select {
-		case <-t.answered:
-		case <-time.After(2 * time.Second): // its client went away unanswered
+		deadline := time.Now().Add(shutdownGrace)
+		for time.Now().Before(deadline) {
+			ctx, cancel := context.WithTimeout(context.Background(), shutdownPoll)
+			err := srv.Shutdown(ctx)
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				break
+			}
 		}
-		l.Close()
+		srv.Close() // a client that went away unanswered, say
 	}()
-	for {
-		conn, err := l.Accept()
-		if errors.Is(err, net.ErrClosed) {
-			return nil
-		}
-		if err != nil {
-			// Out of file descriptors, say: keep serving those we have.
-			fmt.Fprintf(os.Stderr, "podlab-shim: accepting: %v\n", err)
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		go t.serveConn(conn, methods)
+	if err := srv.Serve(context.Background(), l); err != nil && !errors.Is(err, ttrpc.ErrServerClosed) {
+		return err
 	}
+	return nil
 }
 
 // listen binds the task socket, replacing a stale socket file but not a

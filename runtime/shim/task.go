@@ -96,8 +96,6 @@ type taskService struct {
 
 	shutdownOnce sync.Once
 	shutdown     chan struct{} // closed when Shutdown has emptied the shim
-	answerOnce   sync.Once
-	answered     chan struct{} // closed once Shutdown's answer is written
 }
 
 func newTaskService(s *Shim) *taskService {
@@ -106,7 +104,6 @@ func newTaskService(s *Shim) *taskService {
 		containers: map[string]*taskContainer{},
 		owned:      map[int]bool{},
 		shutdown:   make(chan struct{}),
-		answered:   make(chan struct{}),
 	}
 }
 

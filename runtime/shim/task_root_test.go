@@ -138,7 +138,7 @@ func helper(t *testing.T, mode string, args ...string) []byte {
 
 // taskTest is one shim under test and what it must leave clean.
 type taskTest struct {
-	t          *testing.T
+	t          testing.TB
 	dir        string
 	stateDir   string
 	oci        oci.Backend
@@ -385,6 +385,15 @@ func testTaskShim(t *testing.T, typ string) {
 	}
 	if r := run(0, "sh", "-c", "head -c 100 /dev/zero"); len(r.Stdout) != 100 {
 		t.Errorf("exec head: %d bytes", len(r.Stdout))
+	}
+	// Output past ttrpc's 4 MiB message bound comes in parts, whole and
+	// in order; past execOutputCap it is cut.
+	if r := run(0, "sh", "-c", "seq 1000000; seq 200000 >&2"); len(r.Stdout) != 6888896 || !bytes.HasSuffix(r.Stdout, []byte("\n999999\n1000000\n")) ||
+		len(r.Stderr) != 1288895 || r.ExitCode != 0 {
+		t.Errorf("exec with 6.9 MB of stdout, 1.3 MB of stderr: %d and %d bytes, exit %d", len(r.Stdout), len(r.Stderr), r.ExitCode)
+	}
+	if r := run(0, "sh", "-c", "head -c 20000000 /dev/zero"); len(r.Stdout) != execOutputCap {
+		t.Errorf("exec past the cap: %d bytes", len(r.Stdout))
 	}
 	if _, err := c.Exec(ctx(), ExecRequest{ID: "one", Process: specs.Process{Args: []string{"/no/such/binary"}, Cwd: "/"}}); err == nil {
 		t.Error("exec of a missing binary succeeded")

@@ -3,17 +3,22 @@ package shim
 import (
 	"context"
 	"errors"
-	"net/rpc"
-	"net/rpc/jsonrpc"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/containerd/ttrpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+
 	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/state"
+	"github.com/podlab/podlab/runtime/shim/api"
 )
 
 // TestWireKinds checks that an error's errdefs kind survives the wire and
@@ -27,7 +32,7 @@ func TestWireKinds(t *testing.T) {
 		errors.New("[odd] message of no kind"),
 		errors.New("plain failure"),
 	} {
-		got := fromWire(answer(err).Error())
+		got := (&Client{}).fromWire("State", answer(err))
 		if got.Error() != err.Error() {
 			t.Errorf("message %q came back as %q", err, got)
 		}
@@ -155,26 +160,29 @@ func TestTaskServiceWire(t *testing.T) {
 		t.Errorf("a failed Create left a record: %v", err)
 	}
 
-	// The wire is net/rpc/jsonrpc's: the stdlib client gets the same
-	// answers, with the kind as a prefix.
-	std, err := jsonrpc.Dial("unix", socket)
+	// The wire is ttrpc's, with the messages of api/task.proto: a plain
+	// ttrpc client gets the same answers, the kind as the status code.
+	conn, err := net.Dial("unix", socket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer std.Close()
-	var st ContainerState
-	if err := std.Call("Task.State", &IDRequest{ID: "nope"}, &st); err == nil || err.Error() != "[not-found] container nope not found" {
-		t.Errorf("net/rpc State of an unknown id: %v", err)
+	raw := ttrpc.NewClient(conn)
+	defer raw.Close()
+	task := api.NewTaskClient(raw)
+	if _, err := task.State(ctx, &api.IDRequest{Id: "nope"}); status.Code(err) != codes.NotFound || status.Convert(err).Message() != "container nope not found" {
+		t.Errorf("ttrpc State of an unknown id: %v", err)
 	}
-	if err := std.Call("Task.Delete", &IDRequest{ID: "nope"}, &st); err != nil || st.Status != StatusUnknown {
-		t.Errorf("net/rpc Delete of an unknown id: %+v, %v", st, err)
+	if st, err := task.Delete(ctx, &api.IDRequest{Id: "nope"}); err != nil || st.Status != StatusUnknown {
+		t.Errorf("ttrpc Delete of an unknown id: %+v, %v", st, err)
 	}
-	if err := std.Call("Task.Nope", &Empty{}, &Empty{}); err == nil || !strings.Contains(err.Error(), "can't find method") {
-		t.Errorf("net/rpc unknown method: %v", err)
+	if err := raw.Call(ctx, "podlab.shim.v1.Task", "Nope", &emptypb.Empty{}, &emptypb.Empty{}); status.Code(err) != codes.Unimplemented {
+		t.Errorf("ttrpc unknown method: %v", err)
 	}
-	var se rpc.ServerError
-	if err := std.Call("Task.Kill", &KillRequest{ID: "x"}, &Empty{}); !errors.As(err, &se) {
-		t.Errorf("net/rpc Kill with signal 0: %v", err)
+	if _, err := task.Kill(ctx, &api.KillRequest{Id: "x"}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("ttrpc Kill with signal 0: %v", err)
+	}
+	if _, err := task.ExecStart(ctx, &api.ExecStartRequest{Id: "x", Process: []byte("{")}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("ttrpc ExecStart with a process that is not JSON: %v", err)
 	}
 
 	// A call whose context is done already is not made; calls overlap on

@@ -1,17 +1,23 @@
 package shim
 
-// The task API's messages, as they cross the socket (see rpc.go), and the
-// kinds of error an answer carries.
+// The task API's calls as the package's callers make them, their
+// translation to and from the messages that cross the socket (api/, see
+// rpc.go), and the kinds of error an answer carries.
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/oci"
+	"github.com/podlab/podlab/runtime/shim/api"
 )
 
 // Statuses of a container in ContainerState: the task API's wire strings
@@ -137,28 +143,103 @@ func notRunning(id string) error {
 	return kinded(errdefs.ErrFailedPrecondition, "container %s is not running", id)
 }
 
-// wireKinds are the errdefs kinds an answer carries, as a "[kind] " prefix
-// of its message (JSON-RPC's error is just a string); the client strips
-// it.
+// wireKinds are the errdefs kinds an answer carries, as the gRPC status
+// codes that containerd's errdefs gives them; the client turns them back.
 var wireKinds = []struct {
-	name string
+	code codes.Code
 	err  error
 }{
-	{"not-found", errdefs.ErrNotFound},
-	{"already-exists", errdefs.ErrAlreadyExists},
-	{"failed-precondition", errdefs.ErrFailedPrecondition},
-	{"invalid-argument", errdefs.ErrInvalidArgument},
+	{codes.NotFound, errdefs.ErrNotFound},
+	{codes.AlreadyExists, errdefs.ErrAlreadyExists},
+	{codes.FailedPrecondition, errdefs.ErrFailedPrecondition},
+	{codes.InvalidArgument, errdefs.ErrInvalidArgument},
 }
 
-// answer is the message an RPC answers for err.
+// answer is the status an RPC answers for err: its kind's code and its
+// message (Unknown for an error of no kind).
 func answer(err error) error {
 	if err == nil {
 		return nil
 	}
 	for _, k := range wireKinds {
 		if errors.Is(err, k.err) {
-			return errors.New("[" + k.name + "] " + err.Error())
+			return status.Error(k.code, err.Error())
 		}
 	}
-	return err
+	return status.Error(codes.Unknown, err.Error())
+}
+
+// The messages' translations, one pair per type that crosses the socket.
+
+func timeToPB(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+func timeFromPB(t *timestamppb.Timestamp) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.AsTime()
+}
+
+func ioToPB(c ContainerIO) *api.ContainerIO {
+	return &api.ContainerIO{Stdin: c.Stdin, StdinOnce: c.StdinOnce, Tty: c.Tty}
+}
+
+func ioFromPB(c *api.ContainerIO) ContainerIO {
+	return ContainerIO{Stdin: c.GetStdin(), StdinOnce: c.GetStdinOnce(), Tty: c.GetTty()}
+}
+
+func sealToPB(s oci.SealCounts) *api.SealCounts {
+	return &api.SealCounts{Starts: s.Starts, Overlayfs: s.Overlayfs, Copy: s.Copy, NoMemfd: s.NoMemfd,
+		AlreadySealed: s.AlreadySealed, FallbackError: s.FallbackError}
+}
+
+func sealFromPB(s *api.SealCounts) oci.SealCounts {
+	return oci.SealCounts{Starts: s.GetStarts(), Overlayfs: s.GetOverlayfs(), Copy: s.GetCopy(), NoMemfd: s.GetNoMemfd(),
+		AlreadySealed: s.GetAlreadySealed(), FallbackError: s.GetFallbackError()}
+}
+
+func stateToPB(s ContainerState) *api.ContainerState {
+	return &api.ContainerState{Id: s.ID, Status: s.Status, Pid: uint32(s.PID), ExitCode: int32(s.ExitCode),
+		StartedAt: timeToPB(s.StartedAt), FinishedAt: timeToPB(s.FinishedAt)}
+}
+
+func stateFromPB(s *api.ContainerState) ContainerState {
+	return ContainerState{ID: s.GetId(), Status: s.GetStatus(), PID: int(s.GetPid()), ExitCode: int(s.GetExitCode()),
+		StartedAt: timeFromPB(s.GetStartedAt()), FinishedAt: timeFromPB(s.GetFinishedAt())}
+}
+
+func streamsToPB(s StreamPaths) *api.StreamPaths {
+	return &api.StreamPaths{Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr}
+}
+
+func streamsFromPB(s *api.StreamPaths) StreamPaths {
+	return StreamPaths{Stdin: s.GetStdin(), Stdout: s.GetStdout(), Stderr: s.GetStderr()}
+}
+
+func statsToPB(s Stats) *api.StatsResponse {
+	return &api.StatsResponse{CpuUsageNanos: s.CPUUsageNanos, MemoryUsageBytes: s.MemoryUsageBytes,
+		MemoryWorkingSetBytes: s.MemoryWorkingSetBytes, MemoryRssBytes: s.MemoryRSSBytes,
+		MemoryLimitBytes: s.MemoryLimitBytes, PageFaults: s.PageFaults, MajorPageFaults: s.MajorPageFaults,
+		Timestamp: timeToPB(s.Timestamp)}
+}
+
+func statsFromPB(s *api.StatsResponse) Stats {
+	return Stats{Usage: oci.Usage{CPUUsageNanos: s.GetCpuUsageNanos(), MemoryUsageBytes: s.GetMemoryUsageBytes(),
+		MemoryWorkingSetBytes: s.GetMemoryWorkingSetBytes(), MemoryRSSBytes: s.GetMemoryRssBytes(),
+		MemoryLimitBytes: s.GetMemoryLimitBytes(), PageFaults: s.GetPageFaults(), MajorPageFaults: s.GetMajorPageFaults()},
+		Timestamp: timeFromPB(s.GetTimestamp())}
+}
+
+// processFromPB decodes an OCI Process sent in its JSON form.
+func processFromPB(data []byte) (specs.Process, error) {
+	var p specs.Process
+	if err := json.Unmarshal(data, &p); err != nil {
+		return p, kinded(errdefs.ErrInvalidArgument, "decoding the process: %v", err)
+	}
+	return p, nil
 }
