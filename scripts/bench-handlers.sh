@@ -31,6 +31,9 @@
 #   --no-critest  skip step 3 (no containerd)
 #   --out DIR     keep the results (default: a new /tmp/pbh-results.XXXXXX)
 #   --no-doc      print the section, do not write docs/benchmarks.md
+#   --guest-log F the output of a scripts/guest-handlers.sh run (through
+#                 scripts/stock-vm.sh): its crun checks and its per-handler
+#                 table go in the section as the stock guest's figures
 set -euo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")/.."
@@ -38,7 +41,7 @@ REPO=$PWD
 . scripts/peers/lib.sh
 
 ARGS=("$@")
-N=15 ROUNDS=2 HANDLERS=libcontainer,runc,crun PODLAB=$REPO/bin/podlab OUT="" DOC=docs/benchmarks.md CRI=1
+N=15 ROUNDS=2 HANDLERS=libcontainer,runc,crun PODLAB=$REPO/bin/podlab OUT="" DOC=docs/benchmarks.md CRI=1 GUEST_LOG=""
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
   case $1 in
@@ -49,6 +52,7 @@ while [ $# -gt 0 ]; do
     --out) OUT=${2:?}; shift;;
     --no-doc) DOC="";;
     --no-critest) CRI=0;;
+    --guest-log) GUEST_LOG=${2:?}; shift;;
     -h|--help) usage;;
     *) echo "bench-handlers: unknown argument $1" >&2; usage 2 >&2;;
   esac
@@ -57,6 +61,8 @@ done
 [[ $N =~ ^[1-9][0-9]*$ && $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "bench-handlers: -n and --rounds take positive integers" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "bench-handlers: needs root" >&2; exit 1; }
 [ -x "$PODLAB" ] || { echo "bench-handlers: $PODLAB not built (make build)" >&2; exit 1; }
+[ -z "$GUEST_LOG" ] || grep -q '^guest-handlers: all passed' "$GUEST_LOG" ||
+  { echo "bench-handlers: $GUEST_LOG is not the log of a passing scripts/guest-handlers.sh run" >&2; exit 2; }
 say() { echo "bench-handlers: $*" >&2; }
 START_S=$SECONDS
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -201,7 +207,7 @@ base=${HS[0]}
   echo
   shown=()
   for ((i = 0; i < ${#ARGS[@]}; i++)); do
-    case ${ARGS[i]} in --out|--podlab) i=$((i + 1));; --no-doc) ;; *) shown+=("${ARGS[i]}");; esac
+    case ${ARGS[i]} in --out|--podlab|--guest-log) i=$((i + 1));; --no-doc) ;; *) shown+=("${ARGS[i]}");; esac
   done
   echo "Generated $(date -u '+%Y-%m-%d %H:%M UTC') by \`make build && sudo scripts/bench-handlers.sh${shown[*]:+ ${shown[*]}}\` in $TOTAL_S s (whole process ${RUN_S} s, podlab bench ${BENCH_S} s, critest ${CRI_S} s); load average (1, 5, 15 min) $LOAD_BEFORE before, $LOAD_AFTER after, on $(nproc) CPUs shared with other work: ratios within this run are the figures to compare."
   echo
@@ -266,6 +272,38 @@ base=${HS[0]}
     done
     echo "Container cycle ÷ containerd's (issue 32's bound: ≤ 0.25×): $bestr; $([ -n "$best" ] && echo "within the bound: $best" || echo "no handler within the bound in this run")."
   fi
+  if [ -n "$GUEST_LOG" ]; then
+    echo
+    echo "### In the stock Debian 12 guest (pure cgroup v2, qemu TCG): crun"
+    echo
+    echo "\`scripts/stock-vm.sh run -- scripts/guest-handlers.sh\`, $(sed -n 's/^guest-handlers: setup: [0-9.]* s; //p' "$GUEST_LOG"); the guest's checks as it printed them:"
+    echo
+    sed -n 's/^guest-handlers: \(.*driver: crictl runp.*\|podlab run (runtimeClassName.*\|all passed.*\)$/- \1/p' "$GUEST_LOG"
+    echo
+    echo "\`podlab bench\` of the same pod per handler there (ms, p50; TCG is some 10× slower than the host: compare within the table):"
+    echo
+    grep '^| ' "$GUEST_LOG"
+  fi
+  echo
+  echo "### Notes"
+  echo
+  for h in "${HS[@]}"; do
+    [ "$h" != "$base" ] || continue
+    d() { awk -v a="${BENCH[$h|$1]:-}" -v b="${BENCH[$base|$1]:-}" 'BEGIN { if (a == "" || b == "") print "–"; else printf "%+.1f", a - b }'; }
+    echo "- $h against $base, stage by stage (p50, ms): the OCI create $(d '    ctr app create'), start $(d '    ctr app start'), the pod's removal (its containers' \`kill\` and \`delete\`) $(d '    remove containers'), first exit $(d '  first exit'), full cycle $(d '  full cycle'): a binary started per operation, its own init and its exit, where libcontainer runs in the shim's process and its init waits on a fifo."
+  done
+  if [ -n "$DOC" ] && [ "$CRI" = 1 ]; then
+    # the committed "Through the CRI" figures (libcontainer, before the seams)
+    then_sec=$(awk '/^<!-- critest-benchmark: begin/ { on = 1 } on { print } /^<!-- critest-benchmark: end -->/ { exit }' "$DOC")
+    then_when=$(grep -o 'run, [0-9-]* [0-9:]* UTC' <<<"$then_sec" | head -1 | sed 's/^run, //')
+    then_pod=$(awk -F' *\\| *' '/\*\*pod cycle\*\*/ { print $3, $5; exit }' <<<"$then_sec")
+    then_ctr=$(awk -F' *\\| *' '/\*\*container cycle\*\*/ { print $3, $5; exit }' <<<"$then_sec")
+    if [ -n "$then_pod" ] && [ -n "$then_ctr" ]; then
+      read -r tp tpc <<<"$then_pod"; read -r tc tcc <<<"$then_ctr"
+      echo "- Against the committed \"Through the CRI\" figures ($then_when, libcontainer before the handler seam): pod cycle p50 $tp ms then (containerd $tpc, $(ratio "$tp" "$tpc")×), $(ms "${P50[cri.$base.pod.cycle]:-}") now (containerd $(ms "${P50[cri.containerd.pod.cycle]:-}"), $(ratio "${P50[cri.$base.pod.cycle]:-}" "${P50[cri.containerd.pod.cycle]:-}")×); container cycle $tc then (containerd $tcc, $(ratio "$tc" "$tcc")×), $(ms "${P50[cri.$base.container.cycle]:-}") now (containerd $(ms "${P50[cri.containerd.container.cycle]:-}"), $(ratio "${P50[cri.$base.container.cycle]:-}" "${P50[cri.containerd.container.cycle]:-}")×). The ratios to containerd are the comparable figures: the machine's load differs between the runs."
+    fi
+  fi
+  echo "- The critest rows run each handler's pods through \`podlab serve\` (critest \`-runtime-handler\`); containerd runs Debian's runc through its runc shim v2, so its rows compare with podlab's runc column for the OCI runtime and with the libcontainer column for the runtime around it."
   echo "<!-- handlers: end -->"
 } > "$OUT/section.md"
 cat "$OUT/section.md"
