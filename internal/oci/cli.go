@@ -183,11 +183,14 @@ func (r *CLI) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ Contai
 	}
 	c.pid = pid
 	// The cgroup as the runtime made it, from the same spec; read for
-	// stats and OOM kills.
+	// stats, and watched for OOM kills from now on: with the systemd
+	// driver the scope and its memory.events go with the last process,
+	// before the exit is seen (as for libcontainer's containers).
 	if c.cgroup, err = cgroupManager(id, bundle, spec, r.SystemdCgroup); err != nil {
 		c.Destroy()
 		return nil, fmt.Errorf("creating container %s: %w", id, err)
 	}
+	c.oom = podcg.WatchOOM(podcg.OOMFile(c.cgroup.GetPaths()))
 	return c, nil
 }
 
@@ -327,15 +330,14 @@ func waitUntil(timeout time.Duration, done func() bool) bool {
 // cliContainer is a container this process created with a runtime
 // binary, and whose init it inherited.
 type cliContainer struct {
-	r           *CLI
-	id, bundle  string
-	logFile     string // the runtime's log of create and exec (JSON lines)
-	pid         int
-	ownPIDNS    bool
-	cgroup      cgroups.Manager
-	oomFileOnce sync.Once
-	oomFile     string
-	init        *cliProcess // set by Start
+	r          *CLI
+	id, bundle string
+	logFile    string // the runtime's log of create and exec (JSON lines)
+	pid        int
+	ownPIDNS   bool
+	cgroup     cgroups.Manager
+	oom        *podcg.OOMWatch // nil until the cgroup is known
+	init       *cliProcess     // set by Start
 }
 
 func (c *cliContainer) ID() string { return c.id }
@@ -413,12 +415,14 @@ func (c *cliContainer) Kill() (int, error) {
 }
 
 func (c *cliContainer) Destroy() error {
+	c.closeOOM()
 	c.Signal(syscall.SIGKILL)
 	(&cliProcess{pid: c.pid}).Wait()
 	return c.r.Delete(c.id)
 }
 
 func (c *cliContainer) DestroyExited() error {
+	c.closeOOM()
 	if _, err := c.r.run("delete", c.id); err != nil && !isNotExist(err) {
 		return fmt.Errorf("destroying container %s: %w", c.id, err)
 	}
@@ -434,11 +438,13 @@ func (c *cliContainer) Usage() (Usage, error) {
 }
 
 func (c *cliContainer) OOMKilled() bool {
-	c.oomFileOnce.Do(func() { c.oomFile = podcg.OOMFile(c.cgroup.GetPaths()) })
-	if c.oomFile == "" {
-		return false
+	return c.oom != nil && c.oom.Kills() > 0
+}
+
+func (c *cliContainer) closeOOM() {
+	if c.oom != nil {
+		c.oom.Close()
 	}
-	return podcg.OOMKills(c.oomFile) > 0
 }
 
 // cgroupManager reads the cgroup the spec names, as the runtime resolved
