@@ -286,7 +286,7 @@ base=${HS[0]}
   for s in "${STAGES[@]}"; do
     depth=${s%%[! ]*}; label=${s#"$depth"}
     for ((i = 2; i < ${#depth}; i += 2)); do label="&emsp;$label"; done
-    case $label in run|wait|teardown|total) printf '| **%s** |' "$label"; for h in "${HS[@]}"; do printf ' |'; done; echo; continue;; esac
+    [ -n "$depth" ] || case $label in run|wait|teardown|total) printf '| **%s** |' "$label"; for h in "${HS[@]}"; do printf ' |'; done; echo; continue;; esac
     printf '| %s |' "$label"
     for h in "${HS[@]}"; do printf ' %s |' "${BENCH[$h|$s]:-–}"; done; echo
   done
