@@ -26,6 +26,7 @@ import (
 	"github.com/podlab/podlab/rootfs"
 	"github.com/podlab/podlab/runtime/inject"
 	"github.com/podlab/podlab/runtime/kubecontainer"
+	"github.com/podlab/podlab/runtime/nri"
 	"github.com/podlab/podlab/runtime/specgen"
 )
 
@@ -65,16 +66,15 @@ func (r *Runtime) containerSpec(ctx context.Context, p *state.Pod, ctr *state.Co
 	if err != nil {
 		return err
 	}
-	s, profile, err := specgen.Generate(ctx, &specgen.Container{ID: id, Config: cfg, Image: img, Rootfs: rootfsPath, Injection: inj, Hook: hook}, sb)
+	var changes []nri.Change
+	c := &specgen.Container{ID: id, Config: cfg, Image: img, Rootfs: rootfsPath, Injection: inj, Hook: hook,
+		NRI: r.nriAdjustment(p, ctr, rec, op, &changes)}
+	s, profile, err := specgen.Generate(ctx, c, sb)
 	if err != nil {
 		return err
 	}
 	if s.Linux.Seccomp != nil && !oci.SeccompSupported {
 		return errdefs.Wrap(errdefs.ErrUnimplemented, fmt.Errorf("config.linux.security_context.seccomp: %s profile asked for: %w", profile, oci.ErrSeccompNotBuilt))
-	}
-	changes, err := r.nriCreateContainer(ctx, p, ctr, s, rec, op)
-	if err != nil {
-		return err
 	}
 	for i, m := range cfg.Mounts {
 		// containerd makes a missing host path a directory, as docker -v does.

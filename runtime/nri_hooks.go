@@ -12,6 +12,7 @@ import (
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/runtime/nri"
+	"github.com/podlab/podlab/runtime/specgen"
 )
 
 // NRI is how podlab's runtime meets NRI (runtime/nri): the hooks the CRI
@@ -73,13 +74,25 @@ func nriContainer(p *state.Pod, c *state.Container) *api.Container {
 	return nri.Container(p, c, spec)
 }
 
+// nriAdjustment is the spec builder's NRI step for ctr (specgen.WithNRI),
+// nil when NRI is not running: it asks NRI's plugins for their
+// adjustments of the spec and applies them, recording each plugin's time
+// under op in rec, and sets *changes to what each plugin changed.
+func (r *Runtime) nriAdjustment(p *state.Pod, ctr *state.Container, rec *trace.Recorder, op string, changes *[]nri.Change) specgen.Adjustment {
+	if !r.NRI.Active() {
+		return nil
+	}
+	return func(ctx context.Context, spec *specs.Spec) error {
+		var err error
+		*changes, err = r.nriCreateContainer(ctx, p, ctr, spec, rec, op)
+		return err
+	}
+}
+
 // nriCreateContainer asks NRI's plugins for their adjustments of ctr and
 // applies them to spec, recording each plugin's time under op in rec. It
 // returns what each plugin changed.
 func (r *Runtime) nriCreateContainer(ctx context.Context, p *state.Pod, ctr *state.Container, spec *specs.Spec, rec *trace.Recorder, op string) ([]nri.Change, error) {
-	if !r.NRI.Active() {
-		return nil, nil
-	}
 	span := "ctr " + ctr.Name + " nri"
 	end := rec.StartChild(op, span)
 	adjust, calls, err := r.NRI.CreateContainer(ctx, nri.Pod(p), nri.Container(p, ctr, spec))

@@ -244,7 +244,7 @@ EOF
   # figures come from scripts/stock-vm.sh (runs of their own): kept as
   # they were written
   if [ -f "$DOC" ]; then
-    for marker in critest-benchmark kubelet warm-pool stock-guest; do
+    for marker in critest-benchmark kubelet warm-pool handlers handlers-guest stock-guest; do
       section=$(awk -v m="$marker" '$0 ~ "^<!-- " m ": begin" { on = 1 } on { print } $0 ~ "^<!-- " m ": end -->" { on = 0 }' "$DOC")
       [ -z "$section" ] || printf '\n%s\n' "$section"
     done

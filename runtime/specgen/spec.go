@@ -50,7 +50,16 @@ type Container struct {
 	// hook point's createContainer hook, nil for none.
 	Injection *inject.Injection
 	Hook      *specs.Hook
+	// NRI is NRI's adjustment of the finished spec (the plugins'
+	// CreateContainer, applied as containerd's WithContainerAdjustment
+	// does); nil when no NRI runs. It is the conversion's last step.
+	NRI Adjustment
 }
+
+// Adjustment changes a finished spec from outside the CRI config: NRI's
+// plugins (runtime/nri), which the runtime core reaches and this package
+// does not.
+type Adjustment func(ctx context.Context, s *specs.Spec) error
 
 // Sandbox is what the spec needs of the pod sandbox.
 type Sandbox struct {
@@ -80,8 +89,8 @@ type Sandbox struct {
 }
 
 // Generate is CreateContainer's CRI → OCI conversion: c's config on its
-// image and sb, then its seccomp and AppArmor profiles and the sandbox's
-// annotations. It also returns the seccomp profile applied (see
+// image and sb, then its seccomp and AppArmor profiles, the sandbox's
+// annotations and, last, NRI's adjustment (c.NRI). It also returns the seccomp profile applied (see
 // WithSeccomp). The errors of the conversion proper are InvalidArgument,
 // naming the field.
 func Generate(ctx context.Context, c *Container, sb *Sandbox) (_ *specs.Spec, seccomp string, _ error) {
@@ -94,6 +103,7 @@ func Generate(ctx context.Context, c *Container, sb *Sandbox) (_ *specs.Spec, se
 		WithSeccomp(sc, &seccomp), // after the capabilities: the profiles allow by capability
 		WithAppArmor(sc, HostAppArmor()),
 		WithSandboxAnnotations(sb),
+		WithNRI(c.NRI), // last: plugins see, and may change, the spec a runtime without NRI would run
 	} {
 		if err := o(ctx, s); err != nil {
 			return nil, "", err
@@ -173,6 +183,17 @@ func WithAnnotations(name, sandboxID, image string) Opt {
 }
 
 // WithSandboxAnnotations adds the pod's name and namespace.
+// WithNRI applies NRI's adjustment, when there is one (nil: no NRI). Its
+// errors are the plugins' and the adjustment's, returned as they come.
+func WithNRI(adjust Adjustment) Opt {
+	return func(ctx context.Context, s *specs.Spec) error {
+		if adjust == nil {
+			return nil
+		}
+		return adjust(ctx, s)
+	}
+}
+
 func WithSandboxAnnotations(sb *Sandbox) Opt {
 	return func(_ context.Context, s *specs.Spec) error {
 		if s.Annotations == nil {
