@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -81,6 +82,7 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		return nil, err
 	}
 	if p != nil {
+		r.poolClaimed.Add(1)
 		undo.Add("removing claimed sandbox", func() error {
 			return errors.Join(r.shutdownShim(p), r.Sandbox.Remove(context.Background(), p, 0, trace.New()))
 		})
@@ -92,6 +94,8 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 			return nil, err
 		}
 		if coldReason != "" {
+			r.poolMissed.Add(1)
+			slog.Info("RunPodSandbox made cold, not from the warm pool", "pod", p.Key(), "reason", coldReason)
 			p.Events = append(p.Events, state.Event{Time: time.Now().UTC(), Type: "Normal", Reason: PoolMissReason,
 				Message: "made cold, not from the warm pool: " + coldReason})
 		}

@@ -279,10 +279,13 @@ func (r *Runtime) KeepPool(ctx context.Context, n int, logf func(format string, 
 		}
 		if made > 0 {
 			r.poolFilled.Add(int64(made))
-			infof("warm pool refilled", "made", made, "total", r.poolFilled.Load())
+			infof("warm pool refilled", "made", made, "total", r.poolFilled.Load(),
+				"claimed", r.poolClaimed.Load(), "missed", r.poolMissed.Load())
 		}
 		select {
 		case <-ctx.Done():
+			infof("warm pool stopped", "filled", r.poolFilled.Load(),
+				"claimed", r.poolClaimed.Load(), "missed", r.poolMissed.Load())
 			return
 		case <-tick.C:
 		case <-r.poolWake():
