@@ -293,6 +293,13 @@ func (r *Runtime) KeepPool(ctx context.Context, n int, logf func(format string, 
 	}
 }
 
+// PoolCounts returns how many warm sandboxes KeepPool made, and how many
+// RunPodSandbox calls claimed one or were made cold while a pool was in
+// use, since this Runtime began.
+func (r *Runtime) PoolCounts() (filled, claimed, missed int64) {
+	return r.poolFilled.Load(), r.poolClaimed.Load(), r.poolMissed.Load()
+}
+
 // readyWarm counts the indexed warm sandboxes of key.
 func (r *Runtime) readyWarm(key string) int {
 	ids, _ := r.Store.PoolEntryIDs()
