@@ -559,7 +559,8 @@ func benchmark(args []string) error {
 		if *wlog != "" {
 			if data, err := os.ReadFile(*wlog); err == nil && len(data) > 0 {
 				fmt.Fprintf(&b, "What the warm server counted as it stopped (claimed: RunPodSandbox calls that claimed a warm sandbox; "+
-					"missed: made cold while the pool was in use, each with its PoolMiss event; filled: refills):\n\n```\n%s```\n\n", data)
+					"missed: made cold while the pool was in use, each with its PoolMiss event; filled: the warm sandboxes its refiller made, "+
+					"the first %d included):\n\n```\n%s```\n\n", *wsize, data)
 			}
 		}
 	}
