@@ -17,6 +17,7 @@ import (
 	"github.com/podlab/podlab/internal/cleanup"
 	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/failpoint"
+	"github.com/podlab/podlab/internal/nice"
 	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
@@ -182,7 +183,7 @@ func (r *Runtime) startSandbox(ctx context.Context, p *state.Pod, rtc oci.Runtim
 		return err
 	}
 	undo.Add("stopping shim", func() error { return r.shutdownShim(p) })
-	spawned := r.spawnTaskShim(p, rtc, rec)
+	spawned := r.spawnTaskShim(p, rtc, nice.IsBackground(ctx), rec)
 	err := r.Sandbox.Start(ctx, p, rec)
 	started = err == nil
 	// The shim's pid goes into p only once the stages, which save p, are
@@ -194,9 +195,11 @@ func (r *Runtime) startSandbox(ctx context.Context, p *state.Pod, rtc oci.Runtim
 }
 
 // spawnTaskShim starts p's long-lived shim in the background, as the
-// "shim" stage, running containers with the OCI runtime rtc. The returned
-// func waits for it and records its pid and start time in p (not saved).
-func (r *Runtime) spawnTaskShim(p *state.Pod, rtc oci.RuntimeConfig, rec *trace.Recorder) (wait func(*state.Pod) error) {
+// "shim" stage, running containers with the OCI runtime rtc, at a lower
+// CPU priority when background (a warm pool's refill: claimWarm restores
+// it). The returned func waits for it and records its pid and start time
+// in p (not saved).
+func (r *Runtime) spawnTaskShim(p *state.Pod, rtc oci.RuntimeConfig, background bool, rec *trace.Recorder) (wait func(*state.Pod) error) {
 	var pid int
 	var start uint64
 	end := rec.StartChild("RunPodSandbox", "shim")
@@ -209,7 +212,15 @@ func (r *Runtime) spawnTaskShim(p *state.Pod, rtc oci.RuntimeConfig, rec *trace.
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pid, start, err = shim.Spawn(bin, stateDir, id, socket, rtc)
+		spawn := func() (err error) {
+			pid, start, err = shim.Spawn(bin, stateDir, id, socket, rtc)
+			return err
+		}
+		if background {
+			err = nice.Run(nice.Background, spawn)
+		} else {
+			err = spawn()
+		}
 		if err != nil {
 			err = fmt.Errorf("starting the pod's shim: %w", err)
 		}

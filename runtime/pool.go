@@ -11,6 +11,7 @@ import (
 	"github.com/podlab/podlab/internal/cleanup"
 	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/failpoint"
+	"github.com/podlab/podlab/internal/nice"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/sandbox"
@@ -210,7 +211,15 @@ func (r *Runtime) claimWarm(ctx context.Context, spec sandbox.Spec, handler stri
 	if err := failpoint.Hit("claim-after-take"); err != nil {
 		return nil, "", err
 	}
-	if err := r.Sandbox.Claim(ctx, p, spec, rec); err != nil {
+	err = r.Sandbox.Claim(ctx, p, spec, rec)
+	if err == nil && p.ShimPID > 0 {
+		// A refill started the shim at a lower priority; the pod's
+		// containers are started by it at serving's.
+		end := rec.StartChild("RunPodSandbox", "claim priority")
+		err = nice.Restore(p.ShimPID)
+		end(err)
+	}
+	if err != nil {
 		if cur, gerr := r.Store.Get(p.ID); gerr == nil && cur.IsPoolEntry() {
 			// Refused before the record changed (a bad cgroup_parent,
 			// a name taken): the warm sandbox is whole, and goes back.
@@ -271,7 +280,9 @@ func (r *Runtime) KeepPool(ctx context.Context, n int, logf func(format string, 
 	for {
 		made := 0
 		for ctx.Err() == nil && r.sandboxesServing.Load() == 0 && r.readyWarm(key) < n {
-			if _, err := r.fillWarm(ctx, ""); err != nil {
+			// At a lower priority than serving: the refill's CNI
+			// plugins and shim yield the CPU to the calls being served.
+			if _, err := r.fillWarm(nice.WithBackground(ctx), ""); err != nil {
 				logf("warm pool refill: %v", err)
 				break
 			}
