@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/podlab/podlab/internal/cgroupwarm"
 	"github.com/podlab/podlab/internal/cleanup"
 	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/failpoint"
@@ -200,6 +201,10 @@ func (r *Runtime) claimWarm(ctx context.Context, spec sandbox.Spec, handler stri
 	if why := r.Sandbox.Unclaimable(spec); why != "" {
 		return nil, why, nil
 	}
+	// A claimed pod's first container comes a few ms after: its init's
+	// cgroup attach would wait out an RCU grace period that the cold
+	// path's cgroup and pause stages have just paid (internal/cgroupwarm).
+	cgroupwarm.Start()
 	key := r.Sandbox.PoolKey(handler)
 	end := rec.Start("claim take")
 	p, lock := r.takeWarm(ids, key)

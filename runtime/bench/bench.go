@@ -314,6 +314,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.Finished = time.Now().UTC()
 	}()
 	if o.Pool > 0 {
+		// As serve --warm-pool sets it: a RunPodSandbox that finds the
+		// pool empty is then counted, and its PoolMiss event recorded.
+		prev := b.rt.Config.WarmPool
+		b.rt.Config.WarmPool = o.Pool
+		defer func() { b.rt.Config.WarmPool = prev }()
 		defer func() {
 			// The warm sandboxes left are the bench's: none outlives it.
 			if _, err := b.rt.DrainPool(context.Background()); err != nil {
