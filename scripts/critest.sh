@@ -380,6 +380,7 @@ for rt in "${RUNTIMES[@]}"; do
     go run ./test/leakcheck
   fi
 done
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 if [ "$BENCH" = 1 ]; then
   # With a pool, podlab's benchmark rounds run cold (podlab) and warm
   # (podlab-warm) in turn.
@@ -422,7 +423,7 @@ if [ "$BENCH" = 1 ] && [ -z "$ONLY" ] && { [ "$DOC" = 1 ] || [ "$BENCH_DOC" = 1 
   [ "$WARM" = 0 ] || warm=(-podlab "$OUT/podlab-cold-benchmark" -podlab-warm "$OUT/podlab-warm-benchmark"
     -warm-pool "$WARM" -pool-log "$OUT/podlab-warm-pool.log")
   go run ./test/critestreport benchmark "${warm[@]}" -containerd "$OUT/containerd-benchmark" \
-    -doc docs/benchmarks.md -params "$PARAMS" -containerd-version "$CTD_VERSION" "${b16[@]}"
+    -load "$LOAD_BEFORE before the benchmark, $(cut -d' ' -f1-3 /proc/loadavg) after" -doc docs/benchmarks.md -params "$PARAMS" -containerd-version "$CTD_VERSION" "${b16[@]}"
   say "wrote the \"Through the CRI\" section of docs/benchmarks.md"
 fi
 

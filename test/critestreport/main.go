@@ -542,6 +542,7 @@ func benchmark(args []string) error {
 	wdir := fs.String("podlab-warm", "", "podlab's benchmark output dir with a warm pool (optional)")
 	wsize := fs.Int("warm-pool", 0, "the warm pool's size in those rounds")
 	wlog := fs.String("pool-log", "", "serve's warm pool stopped line of each warm round (optional)")
+	load := fs.String("load", "", "the machine's load average over the run, as said in the doc (optional)")
 	fs.Parse(args)
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n## Through the CRI: critest -benchmark\n\n", beginMark)
@@ -552,6 +553,9 @@ func benchmark(args []string) error {
 		"round (podlab, containerd, podlab, containerd, …, a sync before each), and each round's own cycle\n"+
 		"ratio below its table: on a shared machine one noisy minute moves a single run's figure.\n\n",
 		*cver, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	if *load != "" {
+		fmt.Fprintf(&b, "Load average (1, 5, 15 min) %s: the machine is shared.\n\n", *load)
+	}
 	if *wdir != "" {
 		fmt.Fprintf(&b, "With a warm pool (issue 35), podlab runs twice in every round: cold (`podlab`, no pool) and "+
 			"`podlab-warm`, `podlab serve` keeping %d warm sandboxes ready (`warmPool: %d`), full before critest starts "+
