@@ -217,7 +217,11 @@ func (r *Runtime) spawnTaskShim(p *state.Pod, rtc oci.RuntimeConfig, background 
 			return err
 		}
 		if background {
-			err = nice.Run(nice.Background, spawn)
+			// The shim leads its own session: its threads' nice
+			// counts within its session's group only.
+			if err = nice.Run(nice.Background, spawn); err == nil {
+				err = nice.Session(pid, nice.Background)
+			}
 		} else {
 			err = spawn()
 		}

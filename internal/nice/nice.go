@@ -55,9 +55,37 @@ func Run(n int, fn func() error) error {
 	return <-errc
 }
 
-// Restore sets the nice value of every thread of process pid to 0.
-// Threads that exit meanwhile are no error.
+// Session sets the nice value of the scheduling group of pid's session
+// to n, when pid leads its session (it called setsid, as the shim does)
+// and the kernel groups sessions (sched_autogroup_enabled): the group then
+// competes with others as one task, whatever its threads' nice values.
+func Session(pid, n int) error {
+	if !leadsSession(pid) {
+		return nil
+	}
+	f := "/proc/" + strconv.Itoa(pid) + "/autogroup"
+	if _, err := os.Stat(f); err != nil {
+		return nil // no autogroups in this kernel
+	}
+	if err := os.WriteFile(f, []byte(strconv.Itoa(n)), 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("setting the priority of process %d's session: %w", pid, err)
+	}
+	return nil
+}
+
+// leadsSession reports whether pid is its session's leader.
+func leadsSession(pid int) bool {
+	sid, err := unix.Getsid(pid)
+	return err == nil && sid == pid
+}
+
+// Restore sets the nice value of every thread of process pid to 0, and
+// of its session's group if it leads it (Session). Threads that exit
+// meanwhile are no error.
 func Restore(pid int) error {
+	if err := Session(pid, 0); err != nil {
+		return err
+	}
 	dir := "/proc/" + strconv.Itoa(pid) + "/task"
 	ents, err := os.ReadDir(dir)
 	if err != nil {

@@ -425,6 +425,18 @@ func TestPoolRefillPriority(t *testing.T) {
 	if n, err := nice.Of(entry.ShimPID); err != nil || n != nice.Background {
 		t.Errorf("a refilled warm sandbox's shim runs at nice %d (%v), want %d", n, err, nice.Background)
 	}
+	// The shim leads its session, whose scheduling group (autogroup,
+	// where the kernel has them) is lowered too, then restored.
+	autogroup := func(pid int) string {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/autogroup", pid))
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(data))
+	}
+	if g := autogroup(entry.ShimPID); g != "" && !strings.HasSuffix(g, fmt.Sprintf(" nice %d", nice.Background)) {
+		t.Errorf("a refilled warm sandbox's shim's session group: %q, want nice %d", g, nice.Background)
+	}
 	id, cfgPath := s.runPod(t, s.podConfig("prio", "e2e-pool-prio", nil))
 	rec := readPoolRecord(t, id)
 	if rec.Pool == nil || rec.Pool.Claimed == nil || id != entry.ID {
@@ -433,6 +445,9 @@ func TestPoolRefillPriority(t *testing.T) {
 	ctr := s.createCtr(t, id, cfgPath, ctrConfig("app", "sleep", "600"))
 	s.crictlOK(t, "start", ctr)
 	s.waitCtrState(t, ctr, "CONTAINER_RUNNING")
+	if g := autogroup(rec.ShimPID); g != "" && !strings.HasSuffix(g, " nice 0") {
+		t.Errorf("the claimed pod's shim's session group: %q, want nice 0", g)
+	}
 	for what, pid := range map[string]int{"shim": rec.ShimPID, "pause": s.pausePID(t, id), "container": s.ctrPID(t, ctr)} {
 		if n, err := nice.Of(pid); err != nil || n != 0 {
 			t.Errorf("the claimed pod's %s (pid %d) runs at nice %d (%v), want 0", what, pid, n, err)
