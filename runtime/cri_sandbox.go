@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/podlab/podlab/internal/cleanup"
 	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/failpoint"
+	"github.com/podlab/podlab/internal/nice"
 	"github.com/podlab/podlab/internal/oci"
 	"github.com/podlab/podlab/internal/proc"
 	"github.com/podlab/podlab/internal/state"
@@ -81,6 +83,7 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		return nil, err
 	}
 	if p != nil {
+		r.poolClaimed.Add(1)
 		undo.Add("removing claimed sandbox", func() error {
 			return errors.Join(r.shutdownShim(p), r.Sandbox.Remove(context.Background(), p, 0, trace.New()))
 		})
@@ -92,6 +95,8 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 			return nil, err
 		}
 		if coldReason != "" {
+			r.poolMissed.Add(1)
+			slog.Info("RunPodSandbox made cold, not from the warm pool", "pod", p.Key(), "reason", coldReason)
 			p.Events = append(p.Events, state.Event{Time: time.Now().UTC(), Type: "Normal", Reason: PoolMissReason,
 				Message: "made cold, not from the warm pool: " + coldReason})
 		}
@@ -178,7 +183,7 @@ func (r *Runtime) startSandbox(ctx context.Context, p *state.Pod, rtc oci.Runtim
 		return err
 	}
 	undo.Add("stopping shim", func() error { return r.shutdownShim(p) })
-	spawned := r.spawnTaskShim(p, rtc, rec)
+	spawned := r.spawnTaskShim(p, rtc, nice.IsBackground(ctx), rec)
 	err := r.Sandbox.Start(ctx, p, rec)
 	started = err == nil
 	// The shim's pid goes into p only once the stages, which save p, are
@@ -190,9 +195,11 @@ func (r *Runtime) startSandbox(ctx context.Context, p *state.Pod, rtc oci.Runtim
 }
 
 // spawnTaskShim starts p's long-lived shim in the background, as the
-// "shim" stage, running containers with the OCI runtime rtc. The returned
-// func waits for it and records its pid and start time in p (not saved).
-func (r *Runtime) spawnTaskShim(p *state.Pod, rtc oci.RuntimeConfig, rec *trace.Recorder) (wait func(*state.Pod) error) {
+// "shim" stage, running containers with the OCI runtime rtc, at a lower
+// CPU priority when background (a warm pool's refill: claimWarm restores
+// it). The returned func waits for it and records its pid and start time
+// in p (not saved).
+func (r *Runtime) spawnTaskShim(p *state.Pod, rtc oci.RuntimeConfig, background bool, rec *trace.Recorder) (wait func(*state.Pod) error) {
 	var pid int
 	var start uint64
 	end := rec.StartChild("RunPodSandbox", "shim")
@@ -205,7 +212,19 @@ func (r *Runtime) spawnTaskShim(p *state.Pod, rtc oci.RuntimeConfig, rec *trace.
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pid, start, err = shim.Spawn(bin, stateDir, id, socket, rtc)
+		spawn := func() (err error) {
+			pid, start, err = shim.Spawn(bin, stateDir, id, socket, rtc)
+			return err
+		}
+		if background {
+			// The shim leads its own session: its threads' nice
+			// counts within its session's group only.
+			if err = nice.Run(nice.Background, spawn); err == nil {
+				err = nice.Session(pid, nice.Background)
+			}
+		} else {
+			err = spawn()
+		}
 		if err != nil {
 			err = fmt.Errorf("starting the pod's shim: %w", err)
 		}

@@ -181,7 +181,7 @@ func (r *Runtime) reconcileContainers(p *state.Pod) (done []string, err error) {
 		// runtime's.
 		rtc, err := r.ociConfig("runtimeHandler", p.RuntimeHandler)
 		if err == nil {
-			err = r.spawnTaskShim(p, rtc, trace.New())(p)
+			err = r.spawnTaskShim(p, rtc, false, trace.New())(p)
 		}
 		if err == nil {
 			err = r.Store.Save(p)

@@ -8,9 +8,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/podlab/podlab/internal/cgroupwarm"
 	"github.com/podlab/podlab/internal/cleanup"
 	"github.com/podlab/podlab/internal/errdefs"
 	"github.com/podlab/podlab/internal/failpoint"
+	"github.com/podlab/podlab/internal/nice"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/sandbox"
@@ -199,6 +201,10 @@ func (r *Runtime) claimWarm(ctx context.Context, spec sandbox.Spec, handler stri
 	if why := r.Sandbox.Unclaimable(spec); why != "" {
 		return nil, why, nil
 	}
+	// A claimed pod's first container comes a few ms after: its init's
+	// cgroup attach would wait out an RCU grace period that the cold
+	// path's cgroup and pause stages have just paid (internal/cgroupwarm).
+	cgroupwarm.Start()
 	key := r.Sandbox.PoolKey(handler)
 	end := rec.Start("claim take")
 	p, lock := r.takeWarm(ids, key)
@@ -210,7 +216,15 @@ func (r *Runtime) claimWarm(ctx context.Context, spec sandbox.Spec, handler stri
 	if err := failpoint.Hit("claim-after-take"); err != nil {
 		return nil, "", err
 	}
-	if err := r.Sandbox.Claim(ctx, p, spec, rec); err != nil {
+	err = r.Sandbox.Claim(ctx, p, spec, rec)
+	if err == nil && p.ShimPID > 0 {
+		// A refill started the shim at a lower priority; the pod's
+		// containers are started by it at serving's.
+		end := rec.StartChild("RunPodSandbox", "claim priority")
+		err = nice.Restore(p.ShimPID)
+		end(err)
+	}
+	if err != nil {
 		if cur, gerr := r.Store.Get(p.ID); gerr == nil && cur.IsPoolEntry() {
 			// Refused before the record changed (a bad cgroup_parent,
 			// a name taken): the warm sandbox is whole, and goes back.
@@ -271,7 +285,9 @@ func (r *Runtime) KeepPool(ctx context.Context, n int, logf func(format string, 
 	for {
 		made := 0
 		for ctx.Err() == nil && r.sandboxesServing.Load() == 0 && r.readyWarm(key) < n {
-			if _, err := r.fillWarm(ctx, ""); err != nil {
+			// At a lower priority than serving: the refill's CNI
+			// plugins and shim yield the CPU to the calls being served.
+			if _, err := r.fillWarm(nice.WithBackground(ctx), ""); err != nil {
 				logf("warm pool refill: %v", err)
 				break
 			}
@@ -279,15 +295,25 @@ func (r *Runtime) KeepPool(ctx context.Context, n int, logf func(format string, 
 		}
 		if made > 0 {
 			r.poolFilled.Add(int64(made))
-			infof("warm pool refilled", "made", made, "total", r.poolFilled.Load())
+			infof("warm pool refilled", "made", made, "total", r.poolFilled.Load(),
+				"claimed", r.poolClaimed.Load(), "missed", r.poolMissed.Load())
 		}
 		select {
 		case <-ctx.Done():
+			infof("warm pool stopped", "filled", r.poolFilled.Load(),
+				"claimed", r.poolClaimed.Load(), "missed", r.poolMissed.Load())
 			return
 		case <-tick.C:
 		case <-r.poolWake():
 		}
 	}
+}
+
+// PoolCounts returns how many warm sandboxes KeepPool made, and how many
+// RunPodSandbox calls claimed one or were made cold while a pool was in
+// use, since this Runtime began.
+func (r *Runtime) PoolCounts() (filled, claimed, missed int64) {
+	return r.poolFilled.Load(), r.poolClaimed.Load(), r.poolMissed.Load()
 }
 
 // readyWarm counts the indexed warm sandboxes of key.

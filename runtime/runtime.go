@@ -70,8 +70,11 @@ type Runtime struct {
 	// warm pool refills only while it is 0.
 	sandboxesServing atomic.Int64
 	poolFilled       atomic.Int64 // warm sandboxes KeepPool made
-	poolWakeOnce     sync.Once
-	poolWakeCh       chan struct{}
+	// poolClaimed and poolMissed count the RunPodSandbox calls that
+	// claimed a warm sandbox and those made cold while a pool was in use.
+	poolClaimed, poolMissed atomic.Int64
+	poolWakeOnce            sync.Once
+	poolWakeCh              chan struct{}
 	// usernsProbe caches whether pods can have user namespaces here.
 	usernsProbe struct {
 		once sync.Once

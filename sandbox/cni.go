@@ -19,6 +19,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/podlab/podlab/internal/failpoint"
+	"github.com/podlab/podlab/internal/nice"
 	"github.com/podlab/podlab/internal/state"
 	"github.com/podlab/podlab/internal/trace"
 )
@@ -115,7 +116,18 @@ func (e *timedExec) ExecPlugin(ctx context.Context, pluginPath string, stdin []b
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
 	e.raw.Stderr = &e.stderr
-	out, err := e.raw.ExecPlugin(ctx, pluginPath, stdin, environ)
+	var out []byte
+	exec := func() (err error) {
+		out, err = e.raw.ExecPlugin(ctx, pluginPath, stdin, environ)
+		return err
+	}
+	var err error
+	if nice.IsBackground(ctx) {
+		// A warm pool's refill: the plugin yields the CPU to serving.
+		err = nice.Run(nice.Background, exec)
+	} else {
+		err = exec()
+	}
 	if ctx.Err() == context.DeadlineExceeded {
 		err = fmt.Errorf("CNI plugin %s %s timed out after %s", filepath.Base(pluginPath), cmd, e.timeout)
 	}

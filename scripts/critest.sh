@@ -14,9 +14,17 @@
 #                                [--benchmark-only] [--rounds N]
 #                                [--focus REGEX] [--runtime-handler NAME]
 #                                [--warm-pool N] [--params FILE]
+#                                [--benchmark-doc]
+#
+# --benchmark-doc: with --benchmark-only, still write the "Through the
+# CRI" section of docs/benchmarks.md (not docs/conformance.md).
 #
 # --warm-pool N runs podlab serve with N warm sandboxes kept ready (issue
 # 35): its RunPodSandbox claims one for every request the pool can serve.
+# With --benchmark, the benchmark rounds run podlab twice, cold and with
+# the pool ("podlab-warm", its pool full before critest starts), beside
+# containerd; the doc gains the warm column and how many RunPodSandbox
+# calls claimed a warm sandbox and how many were made cold (PoolMiss).
 #
 # --params FILE: critest -benchmark's params (default
 # test/critest-benchmark.yaml; scripts/guest-critest.sh passes one with
@@ -46,7 +54,7 @@ REPO=$PWD
 . scripts/peers/lib.sh
 export PATH=$PATH:/usr/local/go/bin
 
-ONLY="" BENCH=0 VALIDATE=1 DOC=1 TARGET=test/critest-target PODLAB=$REPO/bin/podlab ROUNDS=3 CTD16=0 HANDLER="" FOCUS="" WARM=0 PARAMS=test/critest-benchmark.yaml
+ONLY="" BENCH=0 VALIDATE=1 DOC=1 BENCH_DOC=0 TARGET=test/critest-target PODLAB=$REPO/bin/podlab ROUNDS=3 CTD16=0 HANDLER="" FOCUS="" WARM=0 PARAMS=test/critest-benchmark.yaml
 while [ $# -gt 0 ]; do
   case $1 in
     --only) ONLY=${2:?}; shift;;
@@ -54,6 +62,7 @@ while [ $# -gt 0 ]; do
     --containerd16) CTD16=1;;
     --benchmark-only) BENCH=1 VALIDATE=0 DOC=0;;
     --no-doc) DOC=0;;
+    --benchmark-doc) BENCH_DOC=1;;
     --target) TARGET=${2:?}; shift;;
     --podlab) PODLAB=${2:?}; shift;;
     --rounds) ROUNDS=${2:?}; shift;;
@@ -159,14 +168,14 @@ fi
 MIRRORED=(registry.k8s.io k8s.gcr.io gcr.io docker.io public.ecr.aws)
 
 # ---------------------------------------------------------------- runtimes
-start_podlab() {
-  local d=$RUN/podlab
+start_podlab() { # start_podlab [DIR-NAME [POOL-SIZE]]
+  local d=$RUN/${1:-podlab} warm=${2:-$WARM}
   mkdir -p "$d"
   {
     echo "stateDir: $d/state"
     echo "imageDir: $d/images"
     echo "logDir: $d/logs"
-    echo "warmPool: $WARM"
+    echo "warmPool: $warm"
     # NRI on (podlab's default) with a socket and plugin dirs of its own,
     # handed to critest's -nri-socket as containerd's.
     echo "nri:"
@@ -190,8 +199,18 @@ start_podlab() {
     done
   } > "$d/config.yaml"
   SOCK=$d/cri.sock NRI_SOCK=$d/nri.sock
-  "$PODLAB" --config "$d/config.yaml" serve --listen "unix://$SOCK" >"$OUT/podlab-serve.log" 2>&1 &
+  "$PODLAB" --config "$d/config.yaml" serve --listen "unix://$SOCK" >"$OUT/${1:-podlab}-serve.log" 2>&1 &
   SERVER_PID=$!
+  [ "$warm" -gt 0 ] && [ "${1:-podlab}" = podlab-warm ] || return 0
+  # the benchmark's warm rounds start with the pool full, as a server
+  # that has been up a while has it
+  local i ready=0
+  for i in $(seq 600); do
+    ready=$("$PODLAB" --config "$d/config.yaml" pool ls -o json 2>/dev/null | grep -c '"state": "Warm"' || :)
+    [ "$ready" -lt "$warm" ] || break
+    sleep 0.1
+  done
+  say "podlab-warm: $ready of $warm warm sandboxes ready"
 }
 
 # containerd_dirs D: what both containerds share: hosts.toml mirrors to the
@@ -297,12 +316,12 @@ stop_runtime() {
   remove_all
   stop_pid "$SERVER_PID"; SERVER_PID=""
   # the warm sandboxes the server kept
-  [ "$rt" != podlab ] || "$PODLAB" --config "$RUN/podlab/config.yaml" pool drain >/dev/null || :
+  case $rt in podlab*) "$PODLAB" --config "$RUN/$rt/config.yaml" pool drain >/dev/null || :;; esac
   # anything left mounted under its root (remove_all stopped the pods, so
   # their shims have exited)
   local d=$RUN/$rt
   awk -v d="$d/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r | while read -r m; do umount -l "$m" || :; done
-  [ "$rt" = podlab ] || ip link del plctd0 2>/dev/null || :
+  case $rt in podlab*) ;; *) ip link del plctd0 2>/dev/null || :;; esac
   tidy_host
 }
 
@@ -312,14 +331,20 @@ stop_runtime() {
 run_critest() {
   local rt=$1 mode=${2:-validate} round=${3:-1} log
   NRI_SOCK=""
-  case $rt in podlab) start_podlab;; containerd) start_containerd;; containerd16) start_containerd16;; esac
+  case $rt in
+    podlab) start_podlab;;
+    podlab-cold) start_podlab podlab-cold 0;;
+    podlab-warm) start_podlab podlab-warm "$WARM";;
+    containerd) start_containerd;;
+    containerd16) start_containerd16;;
+  esac
   for _ in $(seq 300); do [ -S "$SOCK" ] && break; sleep 0.1; done
   [ -S "$SOCK" ] || { echo "critest: $rt did not start" >&2; stop_runtime "$rt"; return 1; }
   local args=(-runtime-endpoint "unix://$SOCK" -image-endpoint "unix://$SOCK")
   # NRI's specs run where the runtime serves NRI: podlab and containerd
   # 2.4 (containerd 1.6's is off).
   [ -z "$NRI_SOCK" ] || args+=(-nri-socket "$NRI_SOCK")
-  [ -z "$HANDLER" ] || [ "$rt" != podlab ] || args+=(-runtime-handler "$HANDLER")
+  case $rt in podlab*) [ -z "$HANDLER" ] || args+=(-runtime-handler "$HANDLER");; esac
   [ -z "$FOCUS" ] || args+=(-ginkgo.focus "$FOCUS")
   local t0=$SECONDS rc=0 from=0
   if [ "$mode" = benchmark ]; then
@@ -341,6 +366,10 @@ run_critest() {
   tail -n +"$((from + 1))" "$log" | grep -E '^(Ran [0-9]+ of|FAIL!|SUCCESS!|PASS|FAIL)|Passed \| [0-9]+ Failed' | sed "s/^/critest [$rt]: /" >&2 || :
   say "$rt: critest exited $rc after $((SECONDS - t0)) s (log $log)"
   stop_runtime "$rt"
+  # the pool's own count, logged by serve as it stops
+  if [ "$mode" = benchmark ] && [ "$rt" = podlab-warm ]; then
+    grep 'warm pool stopped' "$OUT/$rt-serve.log" | tail -1 | sed "s/^/round $round: /" >> "$OUT/$rt-pool.log" || :
+  fi
 }
 
 for rt in "${RUNTIMES[@]}"; do
@@ -351,10 +380,21 @@ for rt in "${RUNTIMES[@]}"; do
     go run ./test/leakcheck
   fi
 done
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 if [ "$BENCH" = 1 ]; then
-  for rt in "${RUNTIMES[@]}"; do rm -rf "$OUT/$rt-benchmark"; done
-  for round in $(seq "$ROUNDS"); do
+  # With a pool, podlab's benchmark rounds run cold (podlab) and warm
+  # (podlab-warm) in turn.
+  BENCH_RUNTIMES=("${RUNTIMES[@]}")
+  if [ "$WARM" -gt 0 ] && [[ " ${RUNTIMES[*]} " == *" podlab "* ]]; then
+    BENCH_RUNTIMES=()
     for rt in "${RUNTIMES[@]}"; do
+      if [ "$rt" = podlab ]; then BENCH_RUNTIMES+=(podlab-cold podlab-warm); else BENCH_RUNTIMES+=("$rt"); fi
+    done
+  fi
+  for rt in "${BENCH_RUNTIMES[@]}"; do rm -rf "$OUT/$rt-benchmark"; done
+  rm -f "$OUT/podlab-warm-pool.log"
+  for round in $(seq "$ROUNDS"); do
+    for rt in "${BENCH_RUNTIMES[@]}"; do
       # The previous run's deleted files and cgroups are written back and
       # freed in the background: let that not land on the next runtime.
       sync
@@ -376,13 +416,15 @@ if [ "$DOC" = 1 ] && [ -z "$ONLY" ]; then
     "${c16[@]}" -podlab-version "$(git describe --always --dirty)" > docs/conformance.md.tmp
   mv docs/conformance.md.tmp docs/conformance.md
   say "wrote docs/conformance.md"
-  if [ "$BENCH" = 1 ]; then
-    b16=()
-    [ "$CTD16" = 0 ] || b16=(-containerd16 "$OUT/containerd16-benchmark" -containerd16-version "$CTD16_VERSION")
-    go run ./test/critestreport benchmark -podlab "$OUT/podlab-benchmark" -containerd "$OUT/containerd-benchmark" \
-      -doc docs/benchmarks.md -params "$PARAMS" -containerd-version "$CTD_VERSION" "${b16[@]}"
-    say "wrote the \"Through the CRI\" section of docs/benchmarks.md"
-  fi
+fi
+if [ "$BENCH" = 1 ] && [ -z "$ONLY" ] && { [ "$DOC" = 1 ] || [ "$BENCH_DOC" = 1 ]; }; then
+  b16=() warm=(-podlab "$OUT/podlab-benchmark")
+  [ "$CTD16" = 0 ] || b16=(-containerd16 "$OUT/containerd16-benchmark" -containerd16-version "$CTD16_VERSION")
+  [ "$WARM" = 0 ] || warm=(-podlab "$OUT/podlab-cold-benchmark" -podlab-warm "$OUT/podlab-warm-benchmark"
+    -warm-pool "$WARM" -pool-log "$OUT/podlab-warm-pool.log")
+  go run ./test/critestreport benchmark "${warm[@]}" -containerd "$OUT/containerd-benchmark" \
+    -load "$LOAD_BEFORE before the benchmark, $(cut -d' ' -f1-3 /proc/loadavg) after" -doc docs/benchmarks.md -params "$PARAMS" -containerd-version "$CTD_VERSION" "${b16[@]}"
+  say "wrote the \"Through the CRI\" section of docs/benchmarks.md"
 fi
 
 # ---------------------------------------------------------------- target

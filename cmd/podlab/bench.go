@@ -20,7 +20,7 @@ import (
 func newBenchCmd(g *globalFlags) *cobra.Command {
 	var (
 		file, output, outDir, conc string
-		cycles, warmup, live       int
+		cycles, warmup, live, pool int
 		warm                       bool
 		noProgress                 bool
 		shadowNamespace            string
@@ -36,6 +36,11 @@ Each cycle's pod is named <name>-bench-<i> in the manifest's namespace.
 It reports every stage's min, p50, p90, p99 and max (nearest rank), pod-ready,
 first-exit and full-cycle latency, pods/s per concurrency, pause and podlab
 memory, libcontainer's exe sealing mode, and the machine and versions.
+
+--pool N keeps N warm sandboxes in every round, as serve --warm-pool N:
+filled before the round, off its clock, and refilled during it only while
+no RunPodSandbox is under way; each round says how many cycles claimed one
+and how many were made cold. --warm instead fills one before each cycle.
 
 --live L first starts L background pods (<name>-live-<i>) and keeps them up:
 rounds run with 0, L/4, L/2 and L of them (all concurrencies at 0 and L,
@@ -87,7 +92,7 @@ namespace.`,
 			defer stop()
 			opts := bench.Options{
 				Runtime: rt, Manifest: data, ManifestPath: file,
-				Cycles: cycles, Concurrency: concurrency, Warmup: warmup, Live: live, Warm: warm,
+				Cycles: cycles, Concurrency: concurrency, Warmup: warmup, Live: live, Warm: warm, Pool: pool,
 				Version: version,
 			}
 			if !noProgress {
@@ -134,6 +139,7 @@ namespace.`,
 	f.StringVarP(&conc, "concurrency", "c", "1", "comma-separated concurrencies, one round each")
 	f.IntVar(&warmup, "warmup", 2, "unrecorded cycles before the first round")
 	f.BoolVar(&warm, "warm", false, "claim a warm sandbox in every cycle, filled (untimed) before it: the warm pool's figures")
+	f.IntVar(&pool, "pool", 0, "keep a warm pool of N in every round: filled before it, refilled during it as serve --warm-pool does")
 	f.IntVar(&live, "live", 0, "background pods kept up; rounds at 0, L/4, L/2 and L of them")
 	f.StringVarP(&output, "output", "o", "table", "output format: table, json or csv")
 	f.StringVar(&outDir, "out", "", "also write bench.{txt,json,csv,svg} and critest-style files to this directory")

@@ -135,7 +135,14 @@ events.`,
 			}
 			cfg.WarmPool = warmPool
 			if warmPool > 0 {
-				go rt.KeepPool(ctx, warmPool, func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) }, log.Info)
+				// Serving ends after the refill in progress did (made
+				// or undone) and the pool's counts are logged.
+				poolDone := make(chan struct{})
+				go func() {
+					defer close(poolDone)
+					rt.KeepPool(ctx, warmPool, func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) }, log.Info)
+				}()
+				defer func() { <-poolDone }()
 				log.Info("warm pool", "size", warmPool)
 			}
 			srv := cri.NewServer(rt, rt, log).RecordCallsTo(rt.NewCallLog())

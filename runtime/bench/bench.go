@@ -51,7 +51,13 @@ type Options struct {
 	PollInterval time.Duration
 	// Warm fills one warm sandbox before each cycle, untimed, which the
 	// cycle's RunPodSandbox claims (issue 35): the warm column.
-	Warm        bool
+	Warm bool
+	// Pool keeps a warm pool of this many sandboxes in every round, as
+	// `podlab serve --warm-pool` does: filled (untimed) before the round,
+	// refilled during it by the server's refiller (Runtime.KeepPool: one
+	// at a time, only while no RunPodSandbox is under way), drained at the
+	// end. A round drained faster than it refills makes the rest cold.
+	Pool        int
 	Version     string    // podlab's version, for the report
 	Progress    io.Writer // nil: no progress
 	ProgressTTY bool      // redraw in place instead of a line per 10%
@@ -72,6 +78,7 @@ type Report struct {
 	Warmup       int       `json:"warmup"`
 	Live         int       `json:"live"`
 	Warm         bool      `json:"warm,omitempty"`
+	Pool         int       `json:"pool,omitempty"`
 	Machine      Machine   `json:"machine"`
 	Versions     Versions  `json:"versions"`
 	ExeSeal      ExeSeal   `json:"exeSeal"`
@@ -113,15 +120,21 @@ func (r *Report) Failures() int { return r.Failed + r.WarmupFailed + r.LiveFaile
 // Failed cycles are not datapoints (critest aborts on them); they are listed
 // in failures.
 type Round struct {
-	Name        string       `json:"name"` // "c=4 live=10"
-	Concurrency int          `json:"concurrency"`
-	Live        int          `json:"live"`
-	Cycles      int          `json:"cycles"`
-	Failed      int          `json:"failed"`
-	WallNs      int64        `json:"wallNs"`
-	PodsPerSec  float64      `json:"podsPerSecond"` // successful cycles / wall time
-	Stages      []StageStats `json:"stages"`
-	Failures    []Failure    `json:"failures,omitempty"`
+	Name        string  `json:"name"` // "c=4 live=10"
+	Concurrency int     `json:"concurrency"`
+	Live        int     `json:"live"`
+	Cycles      int     `json:"cycles"`
+	Failed      int     `json:"failed"`
+	WallNs      int64   `json:"wallNs"`
+	PodsPerSec  float64 `json:"podsPerSecond"` // successful cycles / wall time
+	// With a warm pool (Options.Pool, Warm): the RunPodSandbox calls that
+	// claimed a warm sandbox, those made cold, and the refills made
+	// during the round.
+	Claimed  int64        `json:"claimed,omitempty"`
+	Missed   int64        `json:"missed,omitempty"`
+	Refilled int64        `json:"refilled,omitempty"`
+	Stages   []StageStats `json:"stages"`
+	Failures []Failure    `json:"failures,omitempty"`
 
 	OperationsNames []string    `json:"operationsNames"`
 	NumParallel     int         `json:"numParallel"`
@@ -199,8 +212,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, fmt.Errorf("bench: concurrency must be ≥ 1, got %d", c)
 		}
 	}
-	if o.Warmup < 0 || o.Live < 0 {
-		return nil, errors.New("bench: warmup and live must be ≥ 0")
+	if o.Warmup < 0 || o.Live < 0 || o.Pool < 0 {
+		return nil, errors.New("bench: warmup, live and pool must be ≥ 0")
+	}
+	if o.Pool > 0 && o.Warm {
+		return nil, errors.New("bench: a kept pool and a warm sandbox filled per cycle exclude each other")
 	}
 	if o.WaitTimeout <= 0 {
 		o.WaitTimeout = 60 * time.Second
@@ -222,7 +238,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	rep := &Report{
 		Schema: Schema, Started: time.Now().UTC(), Manifest: o.ManifestPath, Pod: b.namespace + "/" + b.base,
-		WaitFor: b.waitFor, Cycles: o.Cycles, Concurrency: o.Concurrency, Warmup: o.Warmup, Live: o.Live, Warm: o.Warm,
+		WaitFor: b.waitFor, Cycles: o.Cycles, Concurrency: o.Concurrency, Warmup: o.Warmup, Live: o.Live, Warm: o.Warm, Pool: o.Pool,
 		Machine: machineInfo(), Versions: versions(o.Version, b.rt.Config.CNI.BinDirs),
 	}
 	for _, c := range mf.Pod.Spec.Containers {
@@ -297,6 +313,19 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.LiveCurve = liveCurve(rep.Rounds, o.Concurrency[0])
 		rep.Finished = time.Now().UTC()
 	}()
+	if o.Pool > 0 {
+		// As serve --warm-pool sets it: a RunPodSandbox that finds the
+		// pool empty is then counted, and its PoolMiss event recorded.
+		prev := b.rt.Config.WarmPool
+		b.rt.Config.WarmPool = o.Pool
+		defer func() { b.rt.Config.WarmPool = prev }()
+		defer func() {
+			// The warm sandboxes left are the bench's: none outlives it.
+			if _, err := b.rt.DrainPool(context.Background()); err != nil {
+				rep.Leftovers = append(rep.Leftovers, "warm pool: "+err.Error())
+			}
+		}()
+	}
 
 	if o.Warmup > 0 {
 		b.prog.phase("warmup")
@@ -328,10 +357,22 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				break
 			}
 			name := fmt.Sprintf("c=%d live=%d", c, len(live))
+			if o.Pool > 0 {
+				name += fmt.Sprintf(" pool=%d", o.Pool)
+				b.prog.phase(name + " (filling)")
+				if err := b.fillPool(ctx); err != nil {
+					return rep, err
+				}
+			}
 			b.prog.phase(name)
+			filled0, claimed0, missed0 := b.rt.PoolCounts()
+			stopRefill := b.keepPool(ctx)
 			cycles, wall := b.round(ctx, c, o.Cycles)
+			stopRefill()
+			filled1, claimed1, missed1 := b.rt.PoolCounts()
 			rep.Rounds = append(rep.Rounds, b.makeRound(name, c, len(live), cycles, wall))
 			r := &rep.Rounds[len(rep.Rounds)-1]
+			r.Claimed, r.Missed, r.Refilled = claimed1-claimed0, missed1-missed0, filled1-filled0
 			rep.Failed += r.Failed
 			for _, cy := range cycles {
 				rep.Leftovers = append(rep.Leftovers, leftover(cy)...)
@@ -343,6 +384,35 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return rep, err
 	}
 	return rep, nil
+}
+
+// fillPool tops the warm pool up to Options.Pool, off the clock.
+func (b *bencher) fillPool(ctx context.Context) error {
+	entries, err := b.rt.PoolEntries()
+	if err != nil {
+		return err
+	}
+	if n := b.o.Pool - len(entries); n > 0 {
+		if _, err := b.rt.FillPool(ctx, n, 1, ""); err != nil {
+			return fmt.Errorf("filling the warm pool: %w", err)
+		}
+	}
+	return nil
+}
+
+// keepPool runs the server's refiller during a round (Options.Pool) and
+// returns what stops it, once its refill under way is done.
+func (b *bencher) keepPool(ctx context.Context) (stop func()) {
+	if b.o.Pool == 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.rt.KeepPool(ctx, b.o.Pool, func(string, ...any) {}, func(string, ...any) {})
+	}()
+	return func() { cancel(); <-done }
 }
 
 // concurrencies is what runs at a live step: every concurrency at the

@@ -122,3 +122,53 @@ spec:
 		t.Error("no progress written")
 	}
 }
+
+// TestRunPoolRoot keeps a warm pool of 2 through a round of 3 cycles:
+// every cycle's RunPodSandbox is counted as claimed or made cold (the
+// first two at least claim: the pool was full), and the pool is drained
+// at the end (the leak check).
+func TestRunPoolRoot(t *testing.T) {
+	rt := newTestRuntime(t)
+	if reason := rt.Sandbox.PoolUnsupported(); reason != "" {
+		t.Skip("no warm pool here: " + reason)
+	}
+	name := fmt.Sprintf("bp%d", os.Getpid()%100000)
+	pod := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+spec:
+  restartPolicy: Never
+  containers:
+  - name: app
+    image: busybox
+    command: ["true"]
+`, name)
+	rep, err := Run(context.Background(), Options{
+		Runtime: rt, Manifest: []byte(pod), ManifestPath: "test.yaml",
+		Cycles: 3, Concurrency: []int{1}, Pool: 2, Version: "test",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	WriteTable(&out, rep)
+	t.Logf("\n%s", out.String())
+	if n := rep.Failures(); n != 0 {
+		t.Errorf("%d failures: failed %d, left %q", n, rep.Failed, rep.Leftovers)
+	}
+	if len(rep.Rounds) != 1 {
+		t.Fatalf("%d rounds, want 1", len(rep.Rounds))
+	}
+	r := rep.Rounds[0]
+	if r.Claimed+r.Missed != 3 || r.Claimed < 2 {
+		t.Errorf("round %s: %d claimed, %d made cold; want 3 in all, at least 2 claimed", r.Name, r.Claimed, r.Missed)
+	}
+	entries, err := rt.PoolEntries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 0 {
+		t.Errorf("%d warm sandboxes left after the bench", len(entries))
+	}
+}

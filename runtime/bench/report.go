@@ -70,6 +70,9 @@ func WriteTable(w io.Writer, r *Report) error {
 	}
 	fmt.Fprintf(&b, "podlab bench: pod %s (%s), up = %s\n", r.Pod, strings.Join(r.Containers, ", "), up)
 	fmt.Fprintf(&b, "  %d cycles per round at c=%s, warmup %d, live pods %s\n", r.Cycles, joinInts(r.Concurrency), r.Warmup, joinInts(liveCounts(r)))
+	if r.Pool > 0 {
+		fmt.Fprintf(&b, "  warm pool of %d kept in every round (filled before it, refilled during it)\n", r.Pool)
+	}
 	for _, w := range r.Warnings {
 		fmt.Fprintf(&b, "  warning: %s\n", w)
 	}
@@ -138,6 +141,9 @@ func WriteTable(w io.Writer, r *Report) error {
 
 func writeRound(b *bytes.Buffer, rd Round) {
 	fmt.Fprintf(b, "\n%s: %d cycles, %d failed, %.1f pods/s (wall %.2f s)\n", rd.Name, rd.Cycles, rd.Failed, rd.PodsPerSec, float64(rd.WallNs)/1e9)
+	if rd.Claimed+rd.Missed > 0 {
+		fmt.Fprintf(b, "  warm pool: %d claimed, %d made cold (PoolMiss), %d refilled during the round\n", rd.Claimed, rd.Missed, rd.Refilled)
+	}
 	fmt.Fprintf(b, "%-26s %4s %8s %8s %8s %8s %8s\n", "STAGE (ms)", "N", "MIN", "P50", "P90", "P99", "MAX")
 	phase := ""
 	for _, s := range rd.Stages {

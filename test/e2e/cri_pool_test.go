@@ -10,10 +10,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	pb "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podlab/podlab/internal/nice"
 )
 
 // poolRecord is what the pool tests read of a pod's record.
@@ -21,6 +24,7 @@ type poolRecord struct {
 	ID       string   `json:"id"`
 	IPs      []string `json:"ips"`
 	PausePID int      `json:"pausePid"`
+	ShimPID  int      `json:"shimPid"`
 	Pool     *struct {
 		Claimed *string `json:"claimed"`
 		CNIName string  `json:"cniName"`
@@ -394,5 +398,59 @@ func TestPoolOff(t *testing.T) {
 	}
 	if tr := s.podlabOK(t, "-n", "e2e-pool-off", "trace", "nopool"); strings.Contains(tr, "claim") || !strings.Contains(tr, "cni bridge ADD") {
 		t.Errorf("a pod made without a pool: trace\n%s", tr)
+	}
+}
+
+// TestPoolRefillPriority: the server's refill starts a warm sandbox's shim
+// at the background nice value (so it yields the CPU to serving), and the
+// claim restores it: the claimed pod's shim, pause and container run at
+// 0, as a cold pod's.
+func TestPoolRefillPriority(t *testing.T) {
+	rootSetup(t)
+	s := newCRI(t, "warmPool: 1\n")
+	var entry poolRecord
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var entries []poolRecord
+		if err := json.Unmarshal([]byte(s.podlabOK(t, "pool", "ls", "-o", "json")), &entries); err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) == 1 && entries[0].ShimPID > 0 {
+			entry = entries[0]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve --warm-pool 1 made no warm sandbox: %+v", entries)
+		}
+	}
+	if n, err := nice.Of(entry.ShimPID); err != nil || n != nice.Background {
+		t.Errorf("a refilled warm sandbox's shim runs at nice %d (%v), want %d", n, err, nice.Background)
+	}
+	// The shim leads its session, whose scheduling group (autogroup,
+	// where the kernel has them) is lowered too, then restored.
+	autogroup := func(pid int) string {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/autogroup", pid))
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(data))
+	}
+	if g := autogroup(entry.ShimPID); g != "" && !strings.HasSuffix(g, fmt.Sprintf(" nice %d", nice.Background)) {
+		t.Errorf("a refilled warm sandbox's shim's session group: %q, want nice %d", g, nice.Background)
+	}
+	id, cfgPath := s.runPod(t, s.podConfig("prio", "e2e-pool-prio", nil))
+	rec := readPoolRecord(t, id)
+	if rec.Pool == nil || rec.Pool.Claimed == nil || id != entry.ID {
+		t.Fatalf("the pod did not claim the warm sandbox %s: %+v", entry.ID, rec.Pool)
+	}
+	ctr := s.createCtr(t, id, cfgPath, ctrConfig("app", "sleep", "600"))
+	s.crictlOK(t, "start", ctr)
+	s.waitCtrState(t, ctr, "CONTAINER_RUNNING")
+	if g := autogroup(rec.ShimPID); g != "" && !strings.HasSuffix(g, " nice 0") {
+		t.Errorf("the claimed pod's shim's session group: %q, want nice 0", g)
+	}
+	for what, pid := range map[string]int{"shim": rec.ShimPID, "pause": s.pausePID(t, id), "container": s.ctrPID(t, ctr)} {
+		if n, err := nice.Of(pid); err != nil || n != 0 {
+			t.Errorf("the claimed pod's %s (pid %d) runs at nice %d (%v), want 0", what, pid, n, err)
+		}
 	}
 }
