@@ -34,7 +34,8 @@
 #   --out DIR    keep samples, watches and logs there (default: a temp dir,
 #                kept and printed)
 #   --doc FILE   write the generated section into FILE (docs/benchmarks.md)
-#                between its cluster markers (appended when absent)
+#                between its cluster markers (after the kubelet section's
+#                when absent)
 #   RUNTIME...   podlab and/or containerd (default both, podlab first)
 set -euo pipefail
 export LC_ALL=C
@@ -120,10 +121,25 @@ until_ok() {
   done
 }
 
-# seen FILE N WHAT: at least N pods have WHAT (Running, Ready) in the watch
-# FILE.
+# watch_lines FILE: the watch's lines as "µs EVENT POD PHASE T=S;T=S;...",
+# from kubectl's "TYPES...|STATUSES..." (a jsonpath {range} makes kubectl
+# 1.34's watch exit, silently, at the second event: the conditions come as
+# two lists).
+watch_lines() {
+  awk '{
+    c = $0; for (i = 1; i <= 4; i++) sub(/^[^ ]* /, "", c)
+    split(c, ts, "|"); nt = split(ts[1], t, " "); split(ts[2], s, " ")
+    conds = ""; for (i = 1; i <= nt; i++) conds = conds t[i] "=" s[i] ";"
+    print $1, $2, $3, $4, conds
+  }' "$1"
+}
+
+# seen FILE N WHAT PID: at least N pods have WHAT (Running, Ready) in the
+# watch FILE; fails the run if the watch (PID) ended meanwhile.
 seen() {
-  [ "$(awk -v w="$3" '($4 == w || index(";" $5, ";" w "=True;")) && !s[$3]++ { n++ } END { print n + 0 }' "$1")" -ge "$2" ]
+  [ "$(watch_lines "$1" | awk -v w="$3" '($4 == w || index(";" $5, ";" w "=True;")) && !s[$3]++ { n++ } END { print n + 0 }')" -ge "$2" ] && return 0
+  kill -0 "$4" 2>/dev/null || die "$rt: the pods' watch ($1) ended before $2 pods were $3: $(cat "$1.err")"
+  return 1
 }
 # no_bench_pods: the API holds no pod of the Deployment.
 no_bench_pods() { [ -z "$(kc get pods -l app=bench -o name 2>/dev/null)" ] && kc get ns default >/dev/null 2>&1; }
@@ -141,7 +157,7 @@ round() {
   while IFS= read -r line; do echo "${EPOCHREALTIME//[.,]/} $line"; done < "$OUT/fifo" > "$w" &
   spid=$!
   timeout 600 "$k8s/kubectl" --kubeconfig "$admin" get pods -l app=bench -w --output-watch-events \
-    -o 'jsonpath={.type} {.object.metadata.name} {.object.status.phase} {range .object.status.conditions[*]}{.type}={.status};{end}{"\n"}' \
+    -o 'jsonpath={.type} {.object.metadata.name} {.object.status.phase} {.object.status.conditions[*].type}|{.object.status.conditions[*].status}{"\n"}' \
     > "$OUT/fifo" 2>"$w.err" &
   kpid=$!
   watch_pids=("$kpid" "$spid")
@@ -149,8 +165,8 @@ round() {
   kill -0 "$kpid" 2>/dev/null || die "$rt round $r: the pods' watch exited: $(cat "$w.err")"
   now t0
   deployment "$n" | kc apply -f - >/dev/null
-  until_ok 300 "$n pods of deployment/bench Running (round $r; watch: $w)" seen "$w" "$n" Running
-  until_ok 60 "$n pods of deployment/bench Ready (round $r; watch: $w)" seen "$w" "$n" Ready
+  until_ok 300 "$n pods of deployment/bench Running (round $r; watch: $w)" seen "$w" "$n" Running "$kpid"
+  until_ok 60 "$n pods of deployment/bench Ready (round $r; watch: $w)" seen "$w" "$n" Ready "$kpid"
   kill "$kpid" 2>/dev/null || :
   wait "$kpid" 2>/dev/null || :
   wait "$spid" 2>/dev/null || :
@@ -165,8 +181,8 @@ round() {
       [.status.labels["io.kubernetes.pod.name"], (.status.createdAt | ns), (.status.startedAt | ns)] | @tsv' > "$w.cri" ||
     die "$rt round $r: crictl inspect on $sock failed"
   [ "$r" = 0 ] || {
-    awk -v t0="$t0" -v rt="$rt" -v r="$r" -v OFS='\t' '
-      FILENAME ~ /\.cri$/ { cc[$1] = $2; cs[$1] = $3; next }
+    awk -v t0="$t0" -v rt="$rt" -v r="$r" -v cri="$w.cri" -v OFS='\t' '
+      BEGIN { while ((getline l < cri) > 0) { split(l, f, "\t"); cc[f[1]] = f[2]; cs[f[1]] = f[3] } }
       { t = $1 - t0; p = $3 }
       $2 == "ADDED" && !(p in created) { created[p] = t }
       index(";" $5, ";PodScheduled=True;") && !(p in sched) { sched[p] = t }
@@ -180,7 +196,7 @@ round() {
           print rt, r, p, "running", run[p]
           print rt, r, p, "ready", ready[p]
         }
-      }' "$w.cri" "$w" >> "$OUT/samples.tsv"
+      }' < <(watch_lines "$w") >> "$OUT/samples.tsv"
   }
   timeout 150 "$k8s/kubectl" --kubeconfig "$admin" delete deployment bench --wait=true --timeout=120s >/dev/null ||
     die "$rt round $r: kubectl delete deployment bench did not finish in 120 s"
@@ -308,6 +324,11 @@ if [ -n "$DOC" ]; then
       /^<!-- cluster: begin/ { while ((getline l < sec) > 0) print l; skip = 1; next }
       /^<!-- cluster: end -->/ { skip = 0; next }
       !skip' "$DOC" > "$DOC.tmp"
+  elif grep -q '^<!-- kubelet: end -->' "$DOC"; then
+    # after the kubelet's, where gen-benchmarks-doc.sh keeps it
+    awk -v sec="$OUT/section.md" '
+      { print }
+      /^<!-- kubelet: end -->/ { print ""; while ((getline l < sec) > 0) print l }' "$DOC" > "$DOC.tmp"
   else
     { cat "$DOC"; echo; cat "$OUT/section.md"; } > "$DOC.tmp"
   fi
