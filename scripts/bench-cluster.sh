@@ -173,11 +173,12 @@ round() {
   watch_pids=()
   # the container's CRI stamps, while the pods still exist
   local ids
-  ids=$(timeout 60 crictl --runtime-endpoint "unix://$sock" ps -q --label io.kubernetes.pod.namespace=default --label io.kubernetes.container.name=sleep) ||
+  ids=$(timeout 60 crictl --runtime-endpoint "unix://$sock" ps -q --label io.kubernetes.pod.namespace=default --label io.kubernetes.container.name=sleep 2>>"$OUT/crictl.err") ||
     die "$rt round $r: crictl ps on $sock failed"
   # shellcheck disable=SC2086
-  [ -z "$ids" ] || TZ=UTC timeout 60 crictl --runtime-endpoint "unix://$sock" inspect -o json $ids |
+  [ -z "$ids" ] || TZ=UTC timeout 60 crictl --runtime-endpoint "unix://$sock" inspect -o json $ids 2>>"$OUT/crictl.err" |
     jq -r 'def ns: capture("^(?<s>[^.Z]+)(\\.(?<f>[0-9]+))?Z$") | ((.s + "Z" | fromdateiso8601) * 1000000) + ((((.f // "0") + "000000")[0:6]) | tonumber);
+      if type == "array" then .[] else . end |
       [.status.labels["io.kubernetes.pod.name"], (.status.createdAt | ns), (.status.startedAt | ns)] | @tsv' > "$w.cri" ||
     die "$rt round $r: crictl inspect on $sock failed"
   [ "$r" = 0 ] || {
