@@ -257,6 +257,7 @@ awk -F'\t' -v OFS='\t' '
         prev = v[k, s]; pname = s
       }
       print id, rt "\tapply → running", v[k, "running"]
+      print id, rt "\tapply → running, round " kk[2], v[k, "running"]
       print id, rt "\tapply → ready", v[k, "ready"]
     }
   }' "$OUT/samples.tsv" | awk -F'\t' -v OFS='\t' '{ print $1, $3 "|" $2, $4 }' | stats_tsv > "$OUT/stats.tsv"
@@ -289,6 +290,7 @@ row() { # LABEL METRIC
     row "**p50**" "apply → running"
     printf '| p90 | %s | %s | %s |\n' "$(fmt_ms "${P90[apply → running|$a]:-}")" "$(fmt_ms "${P90[apply → running|$b]:-}")" "$(ratio "${P90[apply → running|$a]:-}" "${P90[apply → running|$b]:-}")"
     printf '| max | %s | %s | %s |\n' "$(fmt_ms "${MAX[apply → running|$a]:-}")" "$(fmt_ms "${MAX[apply → running|$b]:-}")" "$(ratio "${MAX[apply → running|$a]:-}" "${MAX[apply → running|$b]:-}")"
+    for i in $(seq "$rounds"); do row "p50, round $i" "apply → running, round $i"; done
     row "p50 apply → Ready" "apply → ready"
     echo
     echo "| p50 of each step (who takes it; source of the stamp) | $a | $b | $a/$b |"
@@ -307,13 +309,18 @@ row() { # LABEL METRIC
   row "Running → Ready (watch: Ready=True)" "running → ready"
   echo
   echo "- Watch stamps are taken on arrival (a \`kubectl get pods -w\` on the node, stamped by the script, ms resolution); the API's own condition timestamps have a resolution of 1 s and are not used. The CRI stamps are the runtime's own (\`crictl inspect\`: CreatedAt, StartedAt, ns): podlab stamps CreatedAt as CreateContainer begins, containerd as its container record is made, so the split between the two middle rows is each runtime's own and only their sum compares like for like."
-  echo "- The kubelet notices a started container at its next PLEG relist (generic PLEG, once a second), so \"container started → Running\" is up to 1 s of waiting for either runtime; that wait dominates the end-to-end time on this node."
+  echo "- The kubelet notices a started container at its next PLEG relist (generic PLEG, once a second), so \"container started → Running\" is up to 1 s of waiting for either runtime."
+  echo "- The ten pods of a round start at once, so each pod's time includes its wait behind the others (the kubelet's pod workers run in parallel; the runtime's calls contend for the CPUs); the machine is shared, hence the load above, and the later rounds also run beside the earlier rounds' exited sandboxes, which the kubelet removes only at its once-a-minute GC."
   if [ -s "$OUT/trace-podlab.txt" ]; then
     echo "- podlab's waterfall of the median pod of the last round (\`podlab trace --pod default/$trace_pod\`: the apiserver's, kubelet's and podlab's spans; LINK says how each span was tied to the pod):"
+    echo
+    echo "<details><summary>podlab trace --pod default/$trace_pod</summary>"
     echo
     echo '```'
     cat "$OUT/trace-podlab.txt"
     echo '```'
+    echo
+    echo "</details>"
   fi
   echo "<!-- cluster: end -->"
 } > "$OUT/section.md"
