@@ -309,7 +309,7 @@ row() { # LABEL METRIC
   row "Running → Ready (watch: Ready=True)" "running → ready"
   echo
   echo "- Watch stamps are taken on arrival (a \`kubectl get pods -w\` on the node, stamped by the script, ms resolution); the API's own condition timestamps have a resolution of 1 s and are not used. The CRI stamps are the runtime's own (\`crictl inspect\`: CreatedAt, StartedAt, ns): podlab stamps CreatedAt as CreateContainer begins, containerd as its container record is made, so the split between the two middle rows is each runtime's own and only their sum compares like for like."
-  echo "- The kubelet notices a started container at its next PLEG relist (generic PLEG, once a second), so \"container started → Running\" is up to 1 s of waiting for either runtime."
+  echo "- The kubelet notices a started container at its next PLEG relist (generic PLEG: once a second, plus the relist's own ListPodSandbox, ListContainers and status calls), then patches the pod's status. No span covers that relist, so where \"container started → Running\" differs between the runtimes beyond that second, this table does not say why."
   echo "- The ten pods of a round start at once, so each pod's time includes its wait behind the others (the kubelet's pod workers run in parallel; the runtime's calls contend for the CPUs); the machine is shared, hence the load above, and the later rounds also run beside the earlier rounds' exited sandboxes, which the kubelet removes only at its once-a-minute GC."
   if [ -s "$OUT/trace-podlab.txt" ]; then
     echo "- podlab's waterfall of the median pod of the last round (\`podlab trace --pod default/$trace_pod\`: the apiserver's, kubelet's and podlab's spans; LINK says how each span was tied to the pod):"
