@@ -30,6 +30,8 @@ cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin:/opt/podlab/bin
 # shellcheck source=scripts/kubelet/lib.sh
 . scripts/kubelet/lib.sh
+# shellcheck source=scripts/peers/lib.sh
+. scripts/peers/lib.sh
 
 dir=${CLUSTER_DIR:-/var/lib/podlab-cluster}
 addr=${CLUSTER_ADDR:-10.78.0.1}
@@ -206,24 +208,14 @@ start_containerd() {
   {"type": "portmap", "capabilities": {"portMappings": true}},
   {"type": "loopback"}]}
 EOF
-  cat > "$d/config.toml" <<EOF
-version = 3
-root = "$d/root"
-state = "$(dirname "$sock")/state"
-disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]
-[grpc]
-  address = "$sock"
-[ttrpc]
-  address = "$sock.ttrpc"
-[debug]
-  address = ""
-[metrics]
-  address = ""
-[plugins."io.containerd.internal.v1.opt"]
-  path = "$d/opt"
+  # configured as scripts/critest.sh and the peers configure theirs:
+  # containerd_config's top (root, state and opt under $d), then the CRI's
+  { containerd_config 3 "$d" "$sock"; cat <<EOF; } > "$d/config.toml"
 [plugins.'io.containerd.grpc.v1.cri']
+  disable_tcp_service = true
   stream_server_address = '127.0.0.1'
   stream_server_port = '0'
+  enable_tls_streaming = false
 [plugins.'io.containerd.cri.v1.images']
   snapshotter = 'overlayfs'
   [plugins.'io.containerd.cri.v1.images'.pinned_images]

@@ -240,11 +240,12 @@ EOF
   uses runc's libcontainer as a library (version above).
 EOF
   # the "Through the CRI" section is scripts/critest.sh --benchmark's,
-  # the kubelet section scripts/bench-kubelet.sh's and the stock guest's
+  # the kubelet section scripts/bench-kubelet.sh's, the kubeadm node's
+  # scripts/bench-cluster.sh's, and the stock guest's
   # figures come from scripts/stock-vm.sh (runs of their own): kept as
   # they were written
   if [ -f "$DOC" ]; then
-    for marker in critest-benchmark kubelet warm-pool handlers handlers-guest stock-guest; do
+    for marker in critest-benchmark kubelet cluster warm-pool handlers handlers-guest stock-guest; do
       section=$(awk -v m="$marker" '$0 ~ "^<!-- " m ": begin" { on = 1 } on { print } $0 ~ "^<!-- " m ": end -->" { on = 0 }' "$DOC")
       [ -z "$section" ] || printf '\n%s\n' "$section"
     done
