@@ -231,7 +231,9 @@ With --kubeconfig (default $KUBECONFIG), the steps no component has a span
 for are read from the apiserver: the pod's conditions (PodScheduled,
 Initialized, ContainersReady, Ready: lastTransitionTime), its containers'
 starts and exits, and its events (Scheduled, Pulling, Pulled, Created,
-Started ...). The SOURCE column says which row is which: span, condition,
+Started ...), and its owners (its ReplicaSet, that one's Deployment ...),
+whose creates are then found by the etcd keys the apiserver's spans name,
+not guessed. The SOURCE column says which row is which: span, condition,
 status or event, the latter with their time's resolution (1s for
 conditions, states and events' firstTimestamp; 1µs for events' eventTime).`,
 		Example: `  sudo podlab trace web
@@ -322,6 +324,9 @@ func podWaterfall(ctx context.Context, g *globalFlags, key, output, export, kube
 				return fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
 			}
 			marks = kubeapi.Marks(pod, events)
+			if opts.Owners, err = api.Owners(ctx, pod); err != nil {
+				return fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+			}
 			// The traces of an earlier pod of the same name ended before
 			// this one was made.
 			opts.Since = pod.CreationTimestamp.Time

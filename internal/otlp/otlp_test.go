@@ -381,6 +381,44 @@ func TestWaterfallCreates(t *testing.T) {
 	if !strings.Contains(rowsOf(all), "PATCH pods/web-abc-a/status") {
 		t.Errorf("without Since, the earlier status update is missing:\n%s", rowsOf(all))
 	}
+
+	// With the owners the apiserver names, their creates are found by
+	// their etcd keys: not the other replicaset created in between (which
+	// the guess would take), and nothing is guessed beyond them.
+	ix = storeOf(t, oldDeploy, deploy, storage(deploy, "/deployments/default/web", 5, 15),
+		rs, storage(rs, "/replicasets/default/web-abc", 20, 28), req("POST", "/apis/apps/v1/namespaces/default/replicasets", 32, 36),
+		podA, storage(podA, "/pods/default/web-abc-a", 42, 48), bindA)
+	owned, err := PodWaterfall(ix, "default", "web-abc-a", Options{Owners: []Owner{{"replicasets", "web-abc"}, {"deployments", "web"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = strings.Join([]string{
+		"0 apiserver KubernetesAPI POST deployments span trace",
+		"1 apiserver Create etcd3 span attrs",
+		"0 apiserver KubernetesAPI POST replicasets span trace",
+		"1 apiserver Create etcd3 span attrs",
+		"0 apiserver KubernetesAPI POST pods span trace",
+		"1 apiserver Create etcd3 span attrs",
+		"0 apiserver KubernetesAPI POST pods/web-abc-a/binding span url",
+	}, "\n")
+	if got := rowsOf(owned); got != want {
+		t.Errorf("with owners:\n%s\nwant:\n%s", got, want)
+	}
+	guessed, err := PodWaterfall(ix, "default", "web-abc-a", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (the later replicaset create, the one without a storage span here)
+	if !strings.Contains(rowsOf(guessed), "0 apiserver KubernetesAPI POST replicasets span ns+time\n0 apiserver KubernetesAPI POST pods") {
+		t.Errorf("without owners, the guess does not take the later replicaset create:\n%s", rowsOf(guessed))
+	}
+	bare, err := PodWaterfall(ix, "default", "web-abc-a", Options{Owners: []Owner{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(rowsOf(bare), "ns+time") || strings.Contains(rowsOf(bare), "replicasets") {
+		t.Errorf("a pod without owners has its creates guessed:\n%s", rowsOf(bare))
+	}
 }
 
 func TestWaterfallMarks(t *testing.T) {

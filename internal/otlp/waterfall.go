@@ -75,6 +75,48 @@ type Options struct {
 	// earlier pod of the same name (a static pod's, a StatefulSet's).
 	// The creates that made the pod (LinkGuess) are older and stay.
 	Since time.Time
+	// Owners are the objects that made the pod, in the pod's namespace:
+	// its controller (replicasets/web-5d8), that one's (deployments/web)
+	// and so on, as their ownerReferences say. Their creates are found by
+	// the etcd keys the apiserver's storage spans name, and none is
+	// guessed. Nil: not known, the creates are guessed (LinkGuess); empty:
+	// the pod has no owner.
+	Owners []Owner
+}
+
+// Owner is an object that made a pod, by its resource and name.
+type Owner struct {
+	Resource string `json:"resource"` // replicasets
+	Name     string `json:"name"`
+}
+
+// ownerCreates are the spans of the traces of the owners' creates: for
+// each, the latest-begun create among the traces naming it (an object of
+// that name deleted and made again has several).
+func ownerCreates(ix *Index, namespace string, owners []Owner, have map[string]bool) ([]Span, error) {
+	var out []Span
+	for _, o := range owners {
+		cands := map[string]bool{}
+		for t := range ix.Traces(map[string]bool{keyLinkedObjects + namespace + "/" + o.Resource + "/" + o.Name: true}) {
+			if !have[t] {
+				cands[t] = true
+			}
+		}
+		spans, err := ix.Spans(cands)
+		if err != nil {
+			return nil, err
+		}
+		c := lastCreate(spans, namespace, o.Resource, time.Time{})
+		if c == nil {
+			continue
+		}
+		for _, s := range spans {
+			if s.TraceID == c.TraceID {
+				out = append(out, s)
+			}
+		}
+	}
+	return out, nil
 }
 
 // isPoll says whether a span is a CRI status or list call, the kubelet's
@@ -150,9 +192,25 @@ func PodWaterfall(ix *Index, namespace, name string, opts Options) (*Waterfall, 
 			first = s.Start
 		}
 	}
-	guessed, err := guessCreates(ix, namespace, first, spans, traces)
+	owned, err := ownerCreates(ix, namespace, opts.Owners, traces)
 	if err != nil {
 		return nil, err
+	}
+	for _, s := range owned {
+		link[s.SpanID] = LinkTrace
+		for _, k := range Keys(s) {
+			if strings.HasPrefix(k, keyLinkedObjects) {
+				link[s.SpanID] = LinkAttrs
+			}
+		}
+	}
+	spans = append(spans, owned...)
+	var guessed []Span
+	if opts.Owners == nil {
+		guessed, err = guessCreates(ix, namespace, first, spans, traces)
+		if err != nil {
+			return nil, err
+		}
 	}
 	for _, s := range guessed {
 		if _, ok := link[s.SpanID]; !ok {

@@ -1,6 +1,6 @@
 // Package kubeapi reads from a kube-apiserver what podlab trace --pod
-// shows beside the spans: a Pod (its conditions, its containers' states)
-// and its events. It is a client of the apiserver, as the kubelet is,
+// shows beside the spans: a Pod (its conditions, its containers' states),
+// its events, and the controllers that made it. It is a client of the apiserver, as the kubelet is,
 // with a kubeconfig's credentials (a client certificate or a bearer
 // token): two GETs over HTTPS, decoded into k8s.io/api types, need no
 // client-go.
@@ -23,7 +23,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/podlab/podlab/internal/otlp"
 )
 
 // kubeconfig is the part of a kubeconfig (clientcmd's v1 Config) a
@@ -225,4 +228,48 @@ func (c *Client) Events(ctx context.Context, pod *corev1.Pod) ([]corev1.Event, e
 		return nil, err
 	}
 	return list.Items, nil
+}
+
+// controllers are the kinds of controller that own pods, by kind: their
+// API group's path and resource. A chain of controller ownerReferences
+// goes through them (a Deployment's ReplicaSet, a CronJob's Job).
+var controllers = map[string]struct{ api, resource string }{
+	"ReplicaSet":            {"/apis/apps/v1", "replicasets"},
+	"Deployment":            {"/apis/apps/v1", "deployments"},
+	"StatefulSet":           {"/apis/apps/v1", "statefulsets"},
+	"DaemonSet":             {"/apis/apps/v1", "daemonsets"},
+	"ReplicationController": {"/api/v1", "replicationcontrollers"},
+	"Job":                   {"/apis/batch/v1", "jobs"},
+	"CronJob":               {"/apis/batch/v1", "cronjobs"},
+}
+
+// Owners are the objects that made pod, its controller first, then that
+// one's, following controller ownerReferences through the kinds of
+// controllers. Empty: the pod has no controller. A controller deleted
+// since, or of another kind, ends the chain.
+func (c *Client) Owners(ctx context.Context, pod *corev1.Pod) ([]otlp.Owner, error) {
+	owners := []otlp.Owner{}
+	refs := pod.OwnerReferences
+	for range 8 { // a chain, not a loop
+		ref := metav1.GetControllerOfNoCopy(&metav1.ObjectMeta{OwnerReferences: refs})
+		if ref == nil {
+			break
+		}
+		kind, ok := controllers[ref.Kind]
+		if !ok {
+			break
+		}
+		owners = append(owners, otlp.Owner{Resource: kind.resource, Name: ref.Name})
+		var obj metav1.PartialObjectMetadata
+		path := kind.api + "/namespaces/" + url.PathEscape(pod.Namespace) + "/" + kind.resource + "/" + url.PathEscape(ref.Name)
+		err := c.get(ctx, path, nil, &obj)
+		if errors.Is(err, ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		refs = obj.OwnerReferences
+	}
+	return owners, nil
 }

@@ -68,13 +68,19 @@ func TestClientReadsPodAndEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "default", UID: "u-1"}}
+	yes := true
+	ctrl := func(kind, name string) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{Kind: "Other", Name: "not-the-controller"}, {Kind: kind, Name: name, Controller: &yes}}
+	}
+	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "default", UID: "u-1", OwnerReferences: ctrl("ReplicaSet", "web-5d8")}}
 	var seen []string
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen = append(seen, r.TLS.PeerCertificates[0].Subject.CommonName+" "+r.URL.RequestURI())
 		switch r.URL.Path {
 		case "/api/v1/namespaces/default/pods/web-1":
 			json.NewEncoder(w).Encode(pod)
+		case "/apis/apps/v1/namespaces/default/replicasets/web-5d8":
+			json.NewEncoder(w).Encode(metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "web-5d8", OwnerReferences: ctrl("Deployment", "web")}})
 		case "/api/v1/namespaces/default/events":
 			json.NewEncoder(w).Encode(corev1.EventList{Items: []corev1.Event{{Reason: "Scheduled"}}})
 		default:
@@ -121,11 +127,18 @@ users:
 	if err != nil || len(evs) != 1 || evs[0].Reason != "Scheduled" {
 		t.Fatalf("Events: %+v, %v", evs, err)
 	}
+	// The Deployment is gone: the chain ends with it.
+	owners, err := c.Owners(ctx, got)
+	if err != nil || fmt.Sprint(owners) != "[{replicasets web-5d8} {deployments web}]" {
+		t.Errorf("Owners: %v, %v", owners, err)
+	}
 	if _, err := c.Pod(ctx, "default", "nope"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("a missing pod: %v, want ErrNotFound", err)
 	}
 	want := "kubernetes-admin /api/v1/namespaces/default/pods/web-1\n" +
 		"kubernetes-admin /api/v1/namespaces/default/events?fieldSelector=involvedObject.uid%3Du-1\n" +
+		"kubernetes-admin /apis/apps/v1/namespaces/default/replicasets/web-5d8\n" +
+		"kubernetes-admin /apis/apps/v1/namespaces/default/deployments/web\n" +
 		"kubernetes-admin /api/v1/namespaces/default/pods/nope"
 	if strings.Join(seen, "\n") != want {
 		t.Errorf("requests:\n%s\nwant:\n%s", strings.Join(seen, "\n"), want)

@@ -10,10 +10,11 @@ import (
 	"github.com/podlab/podlab/internal/trace"
 )
 
-// waterfallProblems is what pod NS/NAME's waterfall (podlab trace --pod
-// --kubeconfig -o json) lacks of one causal chain, all on the host's one
-// clock: the apiserver's create of the pod (found by its etcd key, begun
-// after applied) < its binding < the kubelet's syncPod and its
+// waterfallProblems is what a Deployment's pod NS/NAME's waterfall
+// (podlab trace --pod --kubeconfig -o json) lacks of one causal chain, all
+// on the host's one clock: the apiserver's creates of the Deployment
+// (begun after applied), its ReplicaSet and the pod (found by their etcd
+// keys, none guessed) < the pod's binding < the kubelet's syncPod and its
 // RunPodSandbox client span <= podlab's CRI RunPodSandbox server span
 // under it, within it, podlab's stages nested within that; and the
 // apiserver's record where there is no span, within its resolution:
@@ -41,14 +42,31 @@ func waterfallProblems(w *otlp.Waterfall, namespace, name string, applied time.T
 				(q.Name == name) == named && q.Subresource == subresource
 		}
 	}
-	key := find("apiserver storage span naming /pods/"+namespace+"/"+name, span("apiserver", func(r otlp.Row) bool {
-		return r.Attrs["key"] == "/pods/"+namespace+"/"+name && strings.HasPrefix(r.Name, "Create")
-	}))
-	var create *otlp.Row
-	if key != nil {
-		create = find("apiserver POST pods in the create's trace", span("apiserver", func(r otlp.Row) bool {
-			return r.TraceID == key.TraceID && req("POST", "", false)(r)
+	// createOf is the apiserver's create (POST .../RES) whose storage span
+	// names a key starting with prefix.
+	createOf := func(res, prefix string) *otlp.Row {
+		key := find("apiserver storage span naming "+prefix, span("apiserver", func(r otlp.Row) bool {
+			return strings.HasPrefix(r.Attrs["key"], prefix) && strings.HasPrefix(r.Name, "Create")
 		}))
+		if key == nil {
+			return nil
+		}
+		return find("apiserver POST "+res+" in the trace of "+prefix, span("apiserver", func(r otlp.Row) bool {
+			q, ok := otlp.ParseRequest(r.Span)
+			return r.TraceID == key.TraceID && ok && q.Verb == "POST" && q.Resource == res && q.Name == ""
+		}))
+	}
+	// The Deployment's create (kubectl's), its ReplicaSet's and the
+	// pod's (the controllers'), found through the pod's owners, not
+	// guessed.
+	deploy := createOf("deployments", "/deployments/"+namespace+"/")
+	rs := createOf("replicasets", "/replicasets/"+namespace+"/")
+	create := createOf("pods", "/pods/"+namespace+"/"+name)
+	for _, r := range w.Rows {
+		if r.Link == otlp.LinkGuess {
+			fail("%s (%s) is a guess (%s): the owners were not found", r.Label(), r.Service, r.Link)
+			break
+		}
 	}
 	binding := find("apiserver POST pods/"+name+"/binding", span("apiserver", req("POST", "binding", true)))
 	sync := find("kubelet syncPod", span("kubelet", func(r otlp.Row) bool { return r.Name == "syncPod" }))
@@ -68,9 +86,11 @@ func waterfallProblems(w *otlp.Waterfall, namespace, name string, applied time.T
 			fail("%s: %s (%s) begins at %v, %s (%s) at %v", what, a.Label(), a.Service, a.Start, b.Label(), b.Service, b.Start)
 		}
 	}
-	if create != nil && create.Start.Before(applied) {
-		fail("the pod's create began at %v, before kubectl apply at %v: an earlier pod's", create.Start, applied)
+	if deploy != nil && deploy.Start.Before(applied) {
+		fail("the Deployment's create began at %v, before kubectl apply at %v: an earlier one's", deploy.Start, applied)
 	}
+	before(deploy, rs, "the Deployment's create before its ReplicaSet's", false)
+	before(rs, create, "the ReplicaSet's create before the pod's", false)
 	before(create, binding, "the create before the binding", false)
 	before(binding, sync, "the binding before the kubelet's syncPod", false)
 	before(sync, kubeletRun, "syncPod before its RunPodSandbox", true)
@@ -128,6 +148,12 @@ func TestWaterfallProblems(t *testing.T) {
 		return otlp.Span{TraceID: otlp.NewTraceID(), SpanID: otlp.NewSpanID(), Service: "apiserver", Name: "HTTP " + method,
 			Start: at(from), End: at(to), Attrs: map[string]string{"http.method": method, "http.target": path}}
 	}
+	deploy := reqSpan("POST", "/apis/apps/v1/namespaces/default/deployments", 1, 5)
+	deployKey := otlp.Span{TraceID: deploy.TraceID, SpanID: otlp.NewSpanID(), ParentID: deploy.SpanID, Service: "apiserver", Name: "Create etcd3",
+		Start: at(2), End: at(4), Attrs: map[string]string{"key": "/deployments/default/web", "resource": "deployments"}}
+	rs := reqSpan("POST", "/apis/apps/v1/namespaces/default/replicasets", 4, 8)
+	rsKey := otlp.Span{TraceID: rs.TraceID, SpanID: otlp.NewSpanID(), ParentID: rs.SpanID, Service: "apiserver", Name: "Create etcd3",
+		Start: at(5), End: at(7), Attrs: map[string]string{"key": "/replicasets/default/web-5d8", "resource": "replicasets"}}
 	create := reqSpan("POST", "/api/v1/namespaces/default/pods", 10, 20)
 	etcdKey := otlp.Span{TraceID: create.TraceID, SpanID: otlp.NewSpanID(), ParentID: create.SpanID, Service: "apiserver", Name: "Create etcd3",
 		Start: at(12), End: at(18), Attrs: map[string]string{"key": "/pods/default/web-1", "resource": "pods"}}
@@ -152,7 +178,7 @@ func TestWaterfallProblems(t *testing.T) {
 	}
 	waterfall := func(drop func(otlp.Span) bool, shift map[string]time.Duration) *otlp.Waterfall {
 		w := &otlp.Waterfall{Pod: "default/web-1"}
-		for _, s := range append([]otlp.Span{create, etcdKey, binding, sync, client}, podlab...) {
+		for _, s := range append([]otlp.Span{deploy, deployKey, rs, rsKey, create, etcdKey, binding, sync, client}, podlab...) {
 			if drop != nil && drop(s) {
 				continue
 			}
@@ -177,7 +203,8 @@ func TestWaterfallProblems(t *testing.T) {
 		{what: "no apiserver spans", drop: func(s otlp.Span) bool { return s.Service == "apiserver" }, want: "no apiserver storage span"},
 		{what: "no podlab spans", drop: func(s otlp.Span) bool { return s.Service == "podlab" }, want: "no podlab CRI RunPodSandbox"},
 		{what: "no stages", drop: func(s otlp.Span) bool { return s.Service == "podlab" && s.Kind == "internal" }, want: `no podlab stage "netns"`},
-		{what: "an earlier pod's create", applied: 15, want: "before kubectl apply"},
+		{what: "an earlier Deployment's create", applied: 3, want: "before kubectl apply"},
+		{what: "no ReplicaSet create", drop: func(s otlp.Span) bool { return s.TraceID == rs.TraceID }, want: "no apiserver storage span naming /replicasets/default/"},
 		{what: "the kubelet before the binding", shift: map[string]time.Duration{"syncPod": -45 * time.Millisecond}, want: "the binding before the kubelet's syncPod"},
 		{what: "a stage outside its call", shift: map[string]time.Duration{"pause": time.Second}, want: `stage pause (podlab)`},
 		{what: "podlab before the kubelet", shift: map[string]time.Duration{"CRI RunPodSandbox": -2 * time.Millisecond}, want: "the kubelet's client span before podlab's"},
