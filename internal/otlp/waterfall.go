@@ -43,7 +43,7 @@ type Row struct {
 }
 
 // IsMark says whether the row is a mark, not a span.
-func (r Row) IsMark() bool { return r.Source != SourceSpan }
+func (r Row) IsMark() bool { return r.Source != SourceSpan && r.Source != "" }
 
 // sourceLabel is the SOURCE column: span, or the mark's source and the
 // resolution of its time (condition/1s, event/1µs).
@@ -55,7 +55,8 @@ func (r Row) sourceLabel() string {
 }
 
 // Waterfall is every span found for one pod, each trace as a tree under
-// its root, the trees in order of start.
+// its root, the trees in order of start, and the marks (AddMarks) among
+// them.
 type Waterfall struct {
 	Pod   string    `json:"pod"`
 	Begin time.Time `json:"begin"`
@@ -91,9 +92,10 @@ type Owner struct {
 }
 
 // ownerCreates are the spans of the traces of the owners' creates: for
-// each, the latest-begun create among the traces naming it (an object of
-// that name deleted and made again has several).
-func ownerCreates(ix *Index, namespace string, owners []Owner, have map[string]bool) ([]Span, error) {
+// each, the latest create begun before first (the pod's earliest span)
+// among the traces naming it (an object of that name deleted and made
+// again has several).
+func ownerCreates(ix *Index, namespace string, owners []Owner, first time.Time, have map[string]bool) ([]Span, error) {
 	var out []Span
 	for _, o := range owners {
 		cands := map[string]bool{}
@@ -106,7 +108,7 @@ func ownerCreates(ix *Index, namespace string, owners []Owner, have map[string]b
 		if err != nil {
 			return nil, err
 		}
-		c := lastCreate(spans, namespace, o.Resource, time.Time{})
+		c := lastCreate(spans, namespace, o.Resource, first)
 		if c == nil {
 			continue
 		}
@@ -192,7 +194,7 @@ func PodWaterfall(ix *Index, namespace, name string, opts Options) (*Waterfall, 
 			first = s.Start
 		}
 	}
-	owned, err := ownerCreates(ix, namespace, opts.Owners, traces)
+	owned, err := ownerCreates(ix, namespace, opts.Owners, first, traces)
 	if err != nil {
 		return nil, err
 	}
