@@ -20,6 +20,7 @@ import (
 	"github.com/podlab/podlab/internal/trace"
 	"github.com/podlab/podlab/runtime"
 	"github.com/podlab/podlab/runtime/config"
+	"github.com/podlab/podlab/runtime/kubeapi"
 	"github.com/podlab/podlab/runtime/kubelet"
 )
 
@@ -208,7 +209,7 @@ func podCommand(g *globalFlags, names []string, ignoreMissing bool, fn func(*kub
 }
 
 func newTraceCmd(g *globalFlags) *cobra.Command {
-	var output, podKey, export string
+	var output, podKey, export, kubeconfig string
 	var polls bool
 	cmd := &cobra.Command{
 		Use:   "trace POD | trace --pod NS/NAME",
@@ -224,7 +225,17 @@ pod (--polls also shows the kubelet's status polling): attrs (it names the pod, 
 request on .../pods/NAME), trace (it shares a trace with one of those),
 ns+time (an apiserver create whose URL names no object: the last pods,
 replicasets, deployments create in the namespace before the pod's first
-span, a guess).`,
+span, a guess).
+
+With --kubeconfig (default $KUBECONFIG), the steps no component has a span
+for are read from the apiserver: the pod's conditions (PodScheduled,
+Initialized, ContainersReady, Ready: lastTransitionTime), its containers'
+starts and exits, and its events (Scheduled, Pulling, Pulled, Created,
+Started ...), and its owners (its ReplicaSet, that one's Deployment ...),
+whose creates are then found by the etcd keys the apiserver's spans name,
+not guessed. The SOURCE column says which row is which: span, condition,
+status or event, the latter with their time's resolution (1s for
+conditions, states and events' firstTimestamp; 1µs for events' eventTime).`,
 		Example: `  sudo podlab trace web
   sudo podlab trace web -o chrome > web.json   # open in Perfetto
   sudo podlab trace --pod default/web-5d8f7c9b6-x2x9q
@@ -235,13 +246,13 @@ span, a guess).`,
 				if len(args) > 0 {
 					return fmt.Errorf("trace: give either POD or --pod NS/NAME, not both")
 				}
-				return podWaterfall(cmd.Context(), g, podKey, output, export, otlp.Options{Polls: polls})
+				return podWaterfall(cmd.Context(), g, podKey, output, export, kubeconfig, otlp.Options{Polls: polls})
 			}
 			if len(args) != 1 {
 				return fmt.Errorf("trace: POD or --pod NS/NAME required")
 			}
-			if export != "" || polls {
-				return fmt.Errorf("--otlp-export and --polls: only with --pod")
+			if export != "" || polls || cmd.Flags().Changed("kubeconfig") {
+				return fmt.Errorf("--otlp-export, --polls and --kubeconfig: only with --pod")
 			}
 			rt, err := g.runtime()
 			if err != nil {
@@ -279,12 +290,14 @@ span, a guess).`,
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, yaml or chrome (trace-event JSON)")
 	cmd.Flags().StringVar(&podKey, "pod", "", "NS/NAME: the waterfall of this Kubernetes pod across apiserver, kubelet and podlab, from the spans podlab serve kept (see serve --otlp-listen)")
 	cmd.Flags().StringVar(&export, "otlp-export", "", "with --pod: also send the waterfall's spans to this OTLP/gRPC collector (host:port)")
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "with --pod: read the pod's conditions and events from the apiserver of this kubeconfig (its current context)")
 	cmd.Flags().BoolVar(&polls, "polls", false, "with --pod: also show the kubelet's status polling (a trace per PodSandboxStatus, ContainerStatus ... call)")
 	return cmd
 }
 
-// podWaterfall prints pod NS/NAME's waterfall from the span store.
-func podWaterfall(ctx context.Context, g *globalFlags, key, output, export string, opts otlp.Options) error {
+// podWaterfall prints pod NS/NAME's waterfall from the span store, with
+// what the apiserver of kubeconfig (if set) keeps of the pod.
+func podWaterfall(ctx context.Context, g *globalFlags, key, output, export, kubeconfig string, opts otlp.Options) error {
 	ns, name, ok := strings.Cut(key, "/")
 	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
 		return fmt.Errorf("--pod %q: want NAMESPACE/NAME", key)
@@ -292,6 +305,32 @@ func podWaterfall(ctx context.Context, g *globalFlags, key, output, export strin
 	cfg, err := config.Load(g.configPath)
 	if err != nil {
 		return err
+	}
+	var marks []otlp.Mark
+	if kubeconfig != "" {
+		api, err := kubeapi.New(kubeconfig)
+		if err != nil {
+			return err
+		}
+		pod, err := api.Pod(ctx, ns, name)
+		switch {
+		case errors.Is(err, kubeapi.ErrNotFound):
+			fmt.Fprintf(os.Stderr, "Warning: the apiserver has no pod %s (deleted?): spans only\n", key)
+		case err != nil:
+			return fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+		default:
+			events, err := api.Events(ctx, pod)
+			if err != nil {
+				return fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+			}
+			marks = kubeapi.Marks(pod, events)
+			if opts.Owners, err = api.Owners(ctx, pod); err != nil {
+				return fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+			}
+			// The traces of an earlier pod of the same name ended before
+			// this one was made.
+			opts.Since = pod.CreationTimestamp.Time
+		}
 	}
 	ix, err := otlp.ReadIndex(filepath.Join(cfg.StateDir, otlp.StoreDir))
 	if err != nil {
@@ -301,6 +340,7 @@ func podWaterfall(ctx context.Context, g *globalFlags, key, output, export strin
 	if err != nil {
 		return err
 	}
+	w.AddMarks(marks)
 	if len(w.Rows) == 0 {
 		return fmt.Errorf("--pod %s: no spans name this pod in %s (is podlab serve running with --otlp-listen, and the kubelet tracing to it?)", key, filepath.Join(cfg.StateDir, otlp.StoreDir))
 	}

@@ -56,6 +56,11 @@ func TestKeys(t *testing.T) {
 		{map[string]string{"http.method": "PUT", "url.path": "/apis/apps/v1/namespaces/default/deployments/web/status"}, "obj:default/deployments/web"},
 		{map[string]string{"http.method": "GET", "url.path": "/api/v1/namespaces/default/pods"}, ""}, // a list names nothing
 		{map[string]string{"url.path": "/healthz"}, ""},
+		// The apiserver's storage spans name the object by its etcd key.
+		{map[string]string{"key": "/pods/default/web-1", "resource": "pods"}, "pod:default/web-1"},
+		{map[string]string{"key": "/replicasets/default/web-5d8", "resource": "replicasets"}, "obj:default/replicasets/web-5d8"},
+		{map[string]string{"key": "/nodes/n1", "resource": "nodes"}, ""},
+		{map[string]string{"key": "/pods/default/web-1", "resource": "secrets"}, ""},
 	} {
 		if got := strings.Join(Keys(Span{Attrs: c.attrs}), " "); got != c.want {
 			t.Errorf("Keys(%v) = %q, want %q", c.attrs, got, c.want)
@@ -295,5 +300,218 @@ func TestCallSpansWithoutParent(t *testing.T) {
 	spans := CallSpans(Call{Method: "StartContainer", Detail: "app", Start: time.Now(), Dur: time.Millisecond})
 	if len(spans) != 1 || spans[0].ParentID != "" || len(spans[0].TraceID) != 32 || spans[0].Name != "CRI StartContainer app" {
 		t.Errorf("spans = %+v", spans)
+	}
+}
+
+// storeOf is a span store in a temp dir holding spans, and its index.
+func storeOf(t *testing.T, spans ...Span) *Index {
+	t.Helper()
+	dir := t.TempDir()
+	store, err := OpenStore(dir, DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Add(spans); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	ix, err := ReadIndex(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ix
+}
+
+func rowsOf(w *Waterfall) string {
+	var got []string
+	for _, r := range w.Rows {
+		got = append(got, fmt.Sprintf("%d %s %s %s %s", r.Depth, r.Service, r.Label(), r.Source, r.Link))
+	}
+	return strings.Join(got, "\n")
+}
+
+// Two replicas: the pod's own create is the one whose storage span names
+// it, not the other replica's later one; the replicaset's create begins
+// before the deployment's create has answered (the controller sees the
+// deployment in etcd first), and an older deployment create (an earlier
+// apply) is not taken; spans of an earlier pod of the same name are left
+// out by Since.
+func TestWaterfallCreates(t *testing.T) {
+	t0 := time.Unix(1800000000, 0).UTC()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	req := func(method, path string, from, to int) Span {
+		return Span{TraceID: NewTraceID(), SpanID: NewSpanID(), Service: "apiserver", Name: "KubernetesAPI", Kind: "server",
+			Start: at(from), End: at(to), Attrs: map[string]string{"http.method": method, "http.target": path}}
+	}
+	storage := func(parent Span, key string, from, to int) Span {
+		res := strings.Split(key, "/")[1]
+		return Span{TraceID: parent.TraceID, SpanID: NewSpanID(), ParentID: parent.SpanID, Service: "apiserver", Name: "Create etcd3",
+			Start: at(from), End: at(to), Attrs: map[string]string{"key": key, "resource": res}}
+	}
+	oldDeploy := req("POST", "/apis/apps/v1/namespaces/default/deployments", -3600_000, -3599_990)
+	deploy := req("POST", "/apis/apps/v1/namespaces/default/deployments", 0, 20)
+	rs := req("POST", "/apis/apps/v1/namespaces/default/replicasets", 16, 30)
+	podA := req("POST", "/api/v1/namespaces/default/pods", 40, 50)
+	podB := req("POST", "/api/v1/namespaces/default/pods", 45, 55)
+	bindA := req("POST", "/api/v1/namespaces/default/pods/web-abc-a/binding", 60, 62)
+	stale := req("PATCH", "/api/v1/namespaces/default/pods/web-abc-a/status", -7200_000, -7199_990)
+	ix := storeOf(t, oldDeploy, deploy, rs, rs, podA, storage(podA, "/pods/default/web-abc-a", 42, 48),
+		podB, storage(podB, "/pods/default/web-abc-b", 46, 52), bindA, stale)
+
+	w, err := PodWaterfall(ix, "default", "web-abc-a", Options{Since: at(-1000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Join([]string{
+		"0 apiserver KubernetesAPI POST deployments span ns+time",
+		"0 apiserver KubernetesAPI POST replicasets span ns+time",
+		"0 apiserver KubernetesAPI POST pods span trace",
+		"1 apiserver Create etcd3 span attrs",
+		"0 apiserver KubernetesAPI POST pods/web-abc-a/binding span url",
+	}, "\n")
+	if got := rowsOf(w); got != want {
+		t.Errorf("waterfall:\n%s\nwant:\n%s", got, want)
+	}
+	// Without Since the earlier pod's status update is there, and only
+	// the creates before it would be guessed.
+	all, err := PodWaterfall(ix, "default", "web-abc-a", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rowsOf(all), "PATCH pods/web-abc-a/status") {
+		t.Errorf("without Since, the earlier status update is missing:\n%s", rowsOf(all))
+	}
+
+	// With the owners the apiserver names, their creates are found by
+	// their etcd keys: not the other replicaset created in between (which
+	// the guess would take), and nothing is guessed beyond them.
+	ix = storeOf(t, oldDeploy, deploy, storage(deploy, "/deployments/default/web", 5, 15),
+		rs, storage(rs, "/replicasets/default/web-abc", 20, 28), req("POST", "/apis/apps/v1/namespaces/default/replicasets", 32, 36),
+		podA, storage(podA, "/pods/default/web-abc-a", 42, 48), bindA)
+	owned, err := PodWaterfall(ix, "default", "web-abc-a", Options{Owners: []Owner{{"replicasets", "web-abc"}, {"deployments", "web"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = strings.Join([]string{
+		"0 apiserver KubernetesAPI POST deployments span trace",
+		"1 apiserver Create etcd3 span attrs",
+		"0 apiserver KubernetesAPI POST replicasets span trace",
+		"1 apiserver Create etcd3 span attrs",
+		"0 apiserver KubernetesAPI POST pods span trace",
+		"1 apiserver Create etcd3 span attrs",
+		"0 apiserver KubernetesAPI POST pods/web-abc-a/binding span url",
+	}, "\n")
+	if got := rowsOf(owned); got != want {
+		t.Errorf("with owners:\n%s\nwant:\n%s", got, want)
+	}
+	guessed, err := PodWaterfall(ix, "default", "web-abc-a", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (the later replicaset create, the one without a storage span here)
+	if !strings.Contains(rowsOf(guessed), "0 apiserver KubernetesAPI POST replicasets span ns+time\n0 apiserver KubernetesAPI POST pods") {
+		t.Errorf("without owners, the guess does not take the later replicaset create:\n%s", rowsOf(guessed))
+	}
+	bare, err := PodWaterfall(ix, "default", "web-abc-a", Options{Owners: []Owner{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(rowsOf(bare), "ns+time") || strings.Contains(rowsOf(bare), "replicasets") {
+		t.Errorf("a pod without owners has its creates guessed:\n%s", rowsOf(bare))
+	}
+}
+
+func TestWaterfallMarks(t *testing.T) {
+	t0 := time.Unix(1800000000, 0).UTC()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	bind := Span{TraceID: NewTraceID(), SpanID: NewSpanID(), Service: "apiserver", Name: "KubernetesAPI", Start: at(250), End: at(260),
+		Attrs: map[string]string{"http.method": "POST", "http.target": "/api/v1/namespaces/default/pods/web-1/binding"}}
+	sync := Span{TraceID: NewTraceID(), SpanID: NewSpanID(), Service: "kubelet", Name: "syncPod", Start: at(300), End: at(2300),
+		Attrs: map[string]string{AttrPodKey: "default/web-1"}}
+	client := Span{TraceID: sync.TraceID, SpanID: NewSpanID(), ParentID: sync.SpanID, Service: "kubelet", Name: "runtime.v1.RuntimeService/RunPodSandbox",
+		Start: at(1300), End: at(1400)}
+	ix := storeOf(t, bind, sync, client)
+	w, err := PodWaterfall(ix, "default", "web-1", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.AddMarks([]Mark{
+		{Source: SourceCondition, Component: "pod", Name: "Ready=True", Time: at(2000), Resolution: time.Second},
+		{Source: SourceEvent, Component: "default-scheduler", Name: "Scheduled", Message: "Successfully assigned default/web-1 to n1", Time: at(255), Resolution: time.Microsecond},
+		{Source: SourceCondition, Component: "pod", Name: "PodScheduled=True", Time: at(0), Resolution: time.Second},
+	})
+	want := strings.Join([]string{
+		"0 pod PodScheduled=True condition object",
+		"0 apiserver KubernetesAPI POST pods/web-1/binding span url",
+		"0 default-scheduler Scheduled event object",
+		"0 kubelet syncPod span attrs",
+		"1 kubelet runtime.v1.RuntimeService/RunPodSandbox span trace",
+		"0 pod Ready=True condition object",
+	}, "\n")
+	if got := rowsOf(w); got != want {
+		t.Errorf("waterfall:\n%s\nwant:\n%s", got, want)
+	}
+	if !w.Begin.Equal(at(250)) {
+		t.Errorf("begins %v, want the first span's %v: a mark truncated to the second moves no offset", w.Begin, at(250))
+	}
+
+	var tbl bytes.Buffer
+	w.WriteTable(&tbl)
+	var fields []string // each line's columns, one space apart
+	for _, l := range strings.Split(tbl.String(), "\n") {
+		fields = append(fields, strings.Join(strings.Fields(l), " "))
+	}
+	table := strings.Join(fields, "\n")
+	for _, line := range []string{
+		"SERVICE SPAN START DURATION SOURCE LINK WATERFALL",
+		"pod PodScheduled=True -250.00ms - condition/1s object ◆",
+		"default-scheduler Scheduled 5.00ms - event/1µs object ◆",
+		"kubelet syncPod 50.00ms 2000.00ms span attrs █",
+		"1s for conditions' lastTransitionTime",
+	} {
+		if !strings.Contains(table, line) {
+			t.Errorf("table lacks %q:\n%s", line, tbl.String())
+		}
+	}
+
+	var chrome struct {
+		TraceEvents []struct {
+			Name, Ph, S string
+			Args        map[string]string
+		}
+	}
+	var js bytes.Buffer
+	if err := w.WriteChrome(&js); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(js.Bytes(), &chrome); err != nil {
+		t.Fatal(err)
+	}
+	instants := map[string]string{}
+	for _, e := range chrome.TraceEvents {
+		if e.Ph == "i" {
+			instants[e.Name] = e.Args["source"] + " " + e.Args["resolution"]
+		}
+	}
+	if len(instants) != 3 || instants["Scheduled"] != "event 1µs" || instants["Ready=True"] != "condition 1s" {
+		t.Errorf("chrome instant events: %v", instants)
+	}
+
+	// Exported, a mark is a span of no duration saying its source, with
+	// ids fixed by what it is: exported twice, it is one span.
+	spans := w.Spans()
+	var marks []Span
+	for _, s := range spans {
+		if s.Attrs[AttrSource] != "" {
+			marks = append(marks, s)
+		}
+	}
+	if len(spans) != 6 || len(marks) != 3 || marks[0].Duration() != 0 || marks[0].Attrs[AttrResolution] != "1s" || len(Keys(marks[0])) != 0 {
+		t.Errorf("exported spans: %d, marks %+v", len(spans), marks)
+	}
+	again := &Waterfall{Pod: w.Pod}
+	again.AddMarks([]Mark{{Source: SourceCondition, Component: "pod", Name: "PodScheduled=True", Time: at(0), Resolution: time.Second}})
+	if again.Rows[0].SpanID != marks[0].SpanID || again.Rows[0].TraceID != marks[0].TraceID || !again.Begin.Equal(at(0)) {
+		t.Errorf("the same mark has ids %s/%s, then %s/%s", marks[0].TraceID, marks[0].SpanID, again.Rows[0].TraceID, again.Rows[0].SpanID)
 	}
 }

@@ -112,28 +112,33 @@ func randomHex(n int) string {
 // syncPod spans use the OTel semantic conventions k8s.pod.uid,
 // k8s.pod.name, k8s.namespace.name and its own "k8s.pod" = "ns/name").
 const (
-	AttrPodUID       = "k8s.pod.uid"
-	AttrPodName      = "k8s.pod.name"
-	AttrNamespace    = "k8s.namespace.name"
-	AttrPodKey       = "k8s.pod" // the kubelet's klog.KObj: "ns/name"
-	AttrSandboxID    = "podlab.sandbox.id"
-	AttrContainer    = "k8s.container.name"
-	AttrRPCMethod    = "rpc.method"
-	AttrRPCService   = "rpc.service"
-	AttrRPCSystem    = "rpc.system"
-	AttrHTTPMethod   = "http.method"
-	AttrHTTPMethod2  = "http.request.method" // semconv >= 1.21
-	attrHTTPTarget   = "http.target"
-	attrURLPath      = "url.path"
-	attrHTTPURL      = "http.url"
-	attrURLFull      = "url.full"
-	ServiceName      = "service.name"
-	PodlabService    = "podlab"
-	keyPod           = "pod:"
-	keyUID           = "uid:"
-	keySandbox       = "sandbox:"
-	keyCreate        = "create:"
-	keyLinkedObjects = "obj:"
+	AttrPodUID      = "k8s.pod.uid"
+	AttrPodName     = "k8s.pod.name"
+	AttrNamespace   = "k8s.namespace.name"
+	AttrPodKey      = "k8s.pod" // the kubelet's klog.KObj: "ns/name"
+	AttrSandboxID   = "podlab.sandbox.id"
+	AttrContainer   = "k8s.container.name"
+	AttrRPCMethod   = "rpc.method"
+	AttrRPCService  = "rpc.service"
+	AttrRPCSystem   = "rpc.system"
+	AttrHTTPMethod  = "http.method"
+	AttrHTTPMethod2 = "http.request.method" // semconv >= 1.21
+	attrHTTPTarget  = "http.target"
+	attrURLPath     = "url.path"
+	attrHTTPURL     = "http.url"
+	attrURLFull     = "url.full"
+	// The apiserver's storage spans (Create etcd3, GuaranteedUpdate etcd3)
+	// name the object they write by its etcd key: /pods/NS/NAME,
+	// /replicasets/NS/NAME. A create's URL names no object; its key does.
+	attrStorageKey      = "key"
+	attrStorageResource = "resource"
+	ServiceName         = "service.name"
+	PodlabService       = "podlab"
+	keyPod              = "pod:"
+	keyUID              = "uid:"
+	keySandbox          = "sandbox:"
+	keyCreate           = "create:"
+	keyLinkedObjects    = "obj:"
 )
 
 // Keys are the index keys of s: what it names of a pod.
@@ -147,6 +152,9 @@ const (
 //	                  no object
 //	obj:NS/RES/NAME   an apiserver request on a named replicaset or
 //	                  deployment
+//
+// An apiserver storage span's etcd key (/pods/NS/NAME, /RES/NS/NAME) names
+// its object as a URL does: pod: or obj:.
 func Keys(s Span) []string {
 	var keys []string
 	a := s.Attrs
@@ -161,6 +169,13 @@ func Keys(s Span) []string {
 	if id := a[AttrSandboxID]; id != "" {
 		keys = append(keys, keySandbox+id)
 	}
+	if res, ns, name, ok := storageKey(a); ok {
+		if res == "pods" {
+			keys = append(keys, keyPod+ns+"/"+name)
+		} else {
+			keys = append(keys, keyLinkedObjects+ns+"/"+res+"/"+name)
+		}
+	}
 	if r, ok := ParseRequest(s); ok {
 		switch {
 		case r.Resource == "pods" && r.Name != "":
@@ -172,6 +187,17 @@ func Keys(s Span) []string {
 		}
 	}
 	return dedup(keys)
+}
+
+// storageKey reads a namespaced object's etcd key, /RES/NS/NAME, of a
+// storage span whose resource attribute agrees with it.
+func storageKey(a map[string]string) (res, ns, name string, ok bool) {
+	res = a[attrStorageResource]
+	seg := strings.Split(strings.TrimPrefix(a[attrStorageKey], "/"), "/")
+	if res == "" || len(seg) != 3 || seg[0] != res || seg[1] == "" || seg[2] == "" {
+		return "", "", "", false
+	}
+	return res, seg[1], seg[2], true
 }
 
 func dedup(keys []string) []string {

@@ -35,10 +35,28 @@ type Row struct {
 	Span
 	Depth int    `json:"depth"`
 	Link  string `json:"link"`
+	// Source is SourceSpan, or what the apiserver keeps where there is
+	// no span (AddMarks): a mark has no duration, and its time is
+	// truncated to Resolution.
+	Source     string        `json:"source"`
+	Resolution time.Duration `json:"resolution,omitempty"`
+}
+
+// IsMark says whether the row is a mark, not a span.
+func (r Row) IsMark() bool { return r.Source != SourceSpan && r.Source != "" }
+
+// sourceLabel is the SOURCE column: span, or the mark's source and the
+// resolution of its time (condition/1s, event/1µs).
+func (r Row) sourceLabel() string {
+	if !r.IsMark() {
+		return r.Source
+	}
+	return r.Source + "/" + r.Resolution.String()
 }
 
 // Waterfall is every span found for one pod, each trace as a tree under
-// its root, the trees in order of start.
+// its root, the trees in order of start, and the marks (AddMarks) among
+// them.
 type Waterfall struct {
 	Pod   string    `json:"pod"`
 	Begin time.Time `json:"begin"`
@@ -54,6 +72,53 @@ type Options struct {
 	// second or so, each call a trace of its own, for as long as the pod
 	// runs. Without it they are counted, not shown.
 	Polls bool
+	// Since leaves out the traces that ended before it: those of an
+	// earlier pod of the same name (a static pod's, a StatefulSet's).
+	// The creates that made the pod (LinkGuess) are older and stay.
+	Since time.Time
+	// Owners are the objects that made the pod, in the pod's namespace:
+	// its controller (replicasets/web-5d8), that one's (deployments/web)
+	// and so on, as their ownerReferences say. Their creates are found by
+	// the etcd keys the apiserver's storage spans name, and none is
+	// guessed. Nil: not known, the creates are guessed (LinkGuess); empty:
+	// the pod has no owner.
+	Owners []Owner
+}
+
+// Owner is an object that made a pod, by its resource and name.
+type Owner struct {
+	Resource string `json:"resource"` // replicasets
+	Name     string `json:"name"`
+}
+
+// ownerCreates are the spans of the traces of the owners' creates: for
+// each, the latest create begun before first (the pod's earliest span)
+// among the traces naming it (an object of that name deleted and made
+// again has several).
+func ownerCreates(ix *Index, namespace string, owners []Owner, first time.Time, have map[string]bool) ([]Span, error) {
+	var out []Span
+	for _, o := range owners {
+		cands := map[string]bool{}
+		for t := range ix.Traces(map[string]bool{keyLinkedObjects + namespace + "/" + o.Resource + "/" + o.Name: true}) {
+			if !have[t] {
+				cands[t] = true
+			}
+		}
+		spans, err := ix.Spans(cands)
+		if err != nil {
+			return nil, err
+		}
+		c := lastCreate(spans, namespace, o.Resource, first)
+		if c == nil {
+			continue
+		}
+		for _, s := range spans {
+			if s.TraceID == c.TraceID {
+				out = append(out, s)
+			}
+		}
+	}
+	return out, nil
 }
 
 // isPoll says whether a span is a CRI status or list call, the kubelet's
@@ -101,12 +166,15 @@ func PodWaterfall(ix *Index, namespace, name string, opts Options) (*Waterfall, 
 	if err != nil {
 		return nil, err
 	}
+	if !opts.Since.IsZero() {
+		spans = dropEndedBefore(spans, opts.Since)
+	}
 	hidden := 0
 	if !opts.Polls {
 		spans, hidden = dropPolls(spans)
 	}
 	link := map[string]string{}
-	var firstNamed time.Time
+	var first time.Time
 	for _, s := range spans {
 		named := false
 		for _, k := range Keys(s) {
@@ -122,13 +190,29 @@ func PodWaterfall(ix *Index, namespace, name string, opts Options) (*Waterfall, 
 		default:
 			link[s.SpanID] = LinkAttrs
 		}
-		if named && (firstNamed.IsZero() || s.Start.Before(firstNamed)) {
-			firstNamed = s.Start
+		if first.IsZero() || s.Start.Before(first) {
+			first = s.Start
 		}
 	}
-	guessed, err := guessCreates(ix, namespace, firstNamed, traces)
+	owned, err := ownerCreates(ix, namespace, opts.Owners, first, traces)
 	if err != nil {
 		return nil, err
+	}
+	for _, s := range owned {
+		link[s.SpanID] = LinkTrace
+		for _, k := range Keys(s) {
+			if strings.HasPrefix(k, keyLinkedObjects) {
+				link[s.SpanID] = LinkAttrs
+			}
+		}
+	}
+	spans = append(spans, owned...)
+	var guessed []Span
+	if opts.Owners == nil {
+		guessed, err = guessCreates(ix, namespace, first, spans, traces)
+		if err != nil {
+			return nil, err
+		}
 	}
 	for _, s := range guessed {
 		if _, ok := link[s.SpanID]; !ok {
@@ -144,6 +228,23 @@ func PodWaterfall(ix *Index, namespace, name string, opts Options) (*Waterfall, 
 		}
 	}
 	return w, nil
+}
+
+// dropEndedBefore leaves out the traces all of whose spans ended before t.
+func dropEndedBefore(spans []Span, t time.Time) []Span {
+	end := map[string]time.Time{}
+	for _, s := range spans {
+		if s.End.After(end[s.TraceID]) {
+			end[s.TraceID] = s.End
+		}
+	}
+	var kept []Span
+	for _, s := range spans {
+		if !end[s.TraceID].Before(t) {
+			kept = append(kept, s)
+		}
+	}
+	return kept
 }
 
 // dropPolls leaves out the traces all of whose spans are polls (the
@@ -173,12 +274,16 @@ func isRequest(s Span) bool {
 }
 
 // guessCreates are the traces of the apiserver creates that most likely
-// made the pod: the last POST .../pods in its namespace ending before
-// first (the first span naming the pod: its binding, the kubelet), then
-// the last replicaset create before that, then the last deployment
-// create before that. The creates' URLs name no object, so namespace and
-// time are all there is without asking the apiserver.
-func guessCreates(ix *Index, namespace string, first time.Time, have map[string]bool) ([]Span, error) {
+// made the pod, for those not among found (the spans naming the pod, which
+// hold its own create when the apiserver's storage span named its etcd
+// key): the last POST .../pods in its namespace begun before first (the
+// earliest span found), then the last replicaset create begun before
+// that, then the last deployment create begun before that. Begun, not
+// ended: a controller sees an object once etcd has it, while the
+// apiserver is still answering its create. The creates' URLs name no
+// object, so namespace and time are all there is without asking the
+// apiserver.
+func guessCreates(ix *Index, namespace string, first time.Time, found []Span, have map[string]bool) ([]Span, error) {
 	if first.IsZero() {
 		return nil, nil
 	}
@@ -189,22 +294,17 @@ func guessCreates(ix *Index, namespace string, first time.Time, have map[string]
 		}
 	}
 	spans, err := ix.Spans(cands)
-	if err != nil || len(spans) == 0 {
+	if err != nil {
 		return nil, err
 	}
 	before := first
 	var picked []string
 	for _, res := range []string{"pods", "replicasets", "deployments"} {
-		var best *Span
-		for i, s := range spans {
-			r, ok := ParseRequest(s)
-			if !ok || r.Resource != res || r.Name != "" || r.Verb != "POST" || s.End.After(before) {
-				continue
-			}
-			if best == nil || s.End.After(best.End) {
-				best = &spans[i]
-			}
+		if c := lastCreate(found, namespace, res, time.Time{}); c != nil {
+			before = c.Start // found by its etcd key: no guess
+			continue
 		}
+		best := lastCreate(spans, namespace, res, before)
 		if best == nil {
 			break
 		}
@@ -220,6 +320,23 @@ func guessCreates(ix *Index, namespace string, first time.Time, have map[string]
 		}
 	}
 	return out, nil
+}
+
+// lastCreate is the latest-begun apiserver create (POST .../namespaces/NS/RES)
+// among spans, begun before before unless that is zero.
+func lastCreate(spans []Span, namespace, res string, before time.Time) *Span {
+	var best *Span
+	for i, s := range spans {
+		r, ok := ParseRequest(s)
+		if !ok || r.Verb != "POST" || r.Namespace != namespace || r.Resource != res || r.Name != "" ||
+			!before.IsZero() && !s.Start.Before(before) {
+			continue
+		}
+		if best == nil || s.Start.After(best.Start) {
+			best = &spans[i]
+		}
+	}
+	return best
 }
 
 // tree orders spans as trees: a root (its parent not among spans), then
@@ -262,7 +379,7 @@ func tree(spans []Span, link map[string]string) []Row {
 		}
 		done[i] = true
 		s := uniq[i]
-		rows = append(rows, Row{Span: s, Depth: depth, Link: link[s.SpanID]})
+		rows = append(rows, Row{Span: s, Depth: depth, Link: link[s.SpanID], Source: SourceSpan})
 		for _, c := range children[s.TraceID+s.SpanID] {
 			walk(c, depth+1)
 		}
@@ -290,38 +407,57 @@ func (r Row) Label() string {
 }
 
 // WriteTable prints the waterfall: service, span (indented under its
-// parent), start offset, duration, how it was linked, and a bar.
+// parent), start offset, duration, source (a span, or a mark and its
+// time's resolution), how it was linked, and a bar (a mark: a ◆).
 func (w *Waterfall) WriteTable(out io.Writer) {
 	var end time.Time
-	width, swidth := len("SPAN"), len("SERVICE")
+	width, swidth, srcwidth := len("SPAN"), len("SERVICE"), len("SOURCE")
+	marks := false
 	for _, r := range w.Rows {
 		if r.End.After(end) {
 			end = r.End
 		}
 		width = max(width, 2*r.Depth+len(r.Label()))
 		swidth = max(swidth, len(r.Service))
+		srcwidth = max(srcwidth, len([]rune(r.sourceLabel())))
+		marks = marks || r.IsMark()
 	}
 	total := end.Sub(w.Begin)
 	const barWidth = 40
-	fmt.Fprintf(out, "%-*s %-*s %10s %10s %-7s  %s\n", swidth, "SERVICE", width, "SPAN", "START", "DURATION", "LINK", "WATERFALL")
+	fmt.Fprintf(out, "%-*s %-*s %10s %10s %-*s %-7s  %s\n", swidth, "SERVICE", width, "SPAN", "START", "DURATION", srcwidth, "SOURCE", "LINK", "WATERFALL")
 	for _, r := range w.Rows {
 		bar := ""
 		if total > 0 {
-			from := int(int64(r.Start.Sub(w.Begin)) * barWidth / int64(total))
+			from := max(int(int64(r.Start.Sub(w.Begin))*barWidth/int64(total)), 0)
 			n := max(int(int64(r.Duration())*barWidth/int64(total)), 1)
 			if from+n > barWidth {
 				from = barWidth - n
 			}
-			bar = strings.Repeat(" ", from) + strings.Repeat("█", n)
+			if r.IsMark() {
+				bar = strings.Repeat(" ", from) + "◆"
+			} else {
+				bar = strings.Repeat(" ", from) + strings.Repeat("█", n)
+			}
 		}
 		if r.Error != "" {
 			bar += "  FAILED: " + r.Error
 		}
+		dur := ms(r.Duration())
+		if r.IsMark() {
+			dur = "-"
+		}
+		src := r.sourceLabel()
+		src += strings.Repeat(" ", srcwidth-len([]rune(src))) // µ is one column, two bytes
 		name := strings.Repeat("  ", r.Depth) + r.Label()
-		fmt.Fprintf(out, "%-*s %-*s %10s %10s %-7s  %s\n", swidth, r.Service, width, name, ms(r.Start.Sub(w.Begin)), ms(r.Duration()), r.Link, bar)
+		fmt.Fprintf(out, "%-*s %-*s %10s %10s %s %-7s  %s\n", swidth, r.Service, width, name, ms(r.Start.Sub(w.Begin)), dur, src, r.Link, bar)
 	}
 	if w.HiddenPolls > 0 {
 		fmt.Fprintf(out, "(%d status polls not shown: --polls shows them)\n", w.HiddenPolls)
+	}
+	if marks {
+		fmt.Fprintln(out, "(condition, status and event rows are what the apiserver keeps where no component has a span: moments, not spans,"+
+			" truncated to the resolution SOURCE gives: 1s for conditions' lastTransitionTime, containers' startedAt and events' firstTimestamp,"+
+			" 1µs for events' eventTime; a 1s row happened within the second after its START)")
 	}
 }
 
@@ -337,6 +473,7 @@ func (w *Waterfall) WriteChrome(out io.Writer) error {
 		Ph   string            `json:"ph"`
 		Ts   float64           `json:"ts"`
 		Dur  float64           `json:"dur,omitempty"`
+		S    string            `json:"s,omitempty"` // an instant event's scope
 		Pid  int               `json:"pid"`
 		Tid  int               `json:"tid"`
 		Args map[string]string `json:"args,omitempty"`
@@ -355,6 +492,16 @@ func (w *Waterfall) WriteChrome(out io.Writer) error {
 			tid = len(tids) + 1
 			tids[r.Service+r.TraceID] = tid
 		}
+		if r.IsMark() {
+			// An instant event: a mark has a moment, not a duration.
+			args := map[string]string{"source": r.Source, "resolution": r.Resolution.String()}
+			if m := r.Attrs[AttrMessage]; m != "" {
+				args["message"] = m
+			}
+			events = append(events, event{Name: r.Label(), Cat: r.Source, Ph: "i", S: "p",
+				Ts: float64(r.Start.Sub(w.Begin)) / 1e3, Pid: pid, Tid: tid, Args: args})
+			continue
+		}
 		args := map[string]string{"traceId": r.TraceID, "spanId": r.SpanID, "link": r.Link}
 		if r.ParentID != "" {
 			args["parentSpanId"] = r.ParentID
@@ -370,7 +517,8 @@ func (w *Waterfall) WriteChrome(out io.Writer) error {
 	return enc.Encode(map[string]any{"traceEvents": events, "displayTimeUnit": "ms"})
 }
 
-// Spans are the waterfall's spans, for export.
+// Spans are the waterfall's spans, for export; a mark is a span of no
+// duration (AttrSource, AttrResolution), in one trace for the pod's marks.
 func (w *Waterfall) Spans() []Span {
 	out := make([]Span, len(w.Rows))
 	for i, r := range w.Rows {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/podlab/podlab/internal/otlp"
 	"github.com/podlab/podlab/internal/testutil"
 )
 
@@ -22,8 +24,10 @@ import (
 // its DNS name, the ConfigMap and Secret in env and volumes, both probes
 // failing and recovering, a Job, an init container; kubectl logs -f, exec
 // -it, port-forward and debug through the apiserver, the kubelet and
-// podlab's streaming; the Deployment's deletion through podlab; and down
-// leaving the host as up found it.
+// podlab's streaming; one replica's waterfall (podlab trace --pod)
+// holding the apiserver's, the kubelet's and podlab's spans in causal
+// order, with its conditions and events; the Deployment's deletion
+// through podlab; and down leaving the host as up found it.
 //
 // The binaries are built by the repository's scripts (cached under
 // /var/cache/podlab; make test builds them before the tests, as it does
@@ -117,6 +121,9 @@ func TestClusterKubeadm(t *testing.T) {
 			t.Errorf("replica %s never answered through the Service (answers: %v)", p, served)
 		}
 	}
+	podlabCfg := "/var/lib/podlab-cluster/podlab.yaml"
+	checkWaterfall(t, podlabCfg, admin, "default", webPods[1], t1)
+
 	pod := webPods[0]
 	envs := kc.run("exec", pod, "--", "sh", "-c", `echo "$GREETING|$(cat /config/greeting)|$TOKEN|$(cat /secret/token)"`)
 	if envs != "hello from a ConfigMap|hello from a ConfigMap|s3cr3t-token|s3cr3t-token" {
@@ -174,7 +181,6 @@ func TestClusterKubeadm(t *testing.T) {
 	// Deleting the Deployment removes its sandboxes through podlab.
 	kc.run("delete", "deployment", "web", "--wait=true")
 	kc.run("wait", "--for=delete", "pod", "-l", "app=web", "--timeout=120s")
-	podlabCfg := "/var/lib/podlab-cluster/podlab.yaml"
 	kc.waitFor("podlab to hold no sandbox of web", 30*time.Second, func() bool {
 		r := podlabWith(t, podlabBin, podlabCfg, "", "pods")
 		return r.code == 0 && !strings.Contains(r.stdout, "web-")
@@ -191,6 +197,48 @@ func TestClusterKubeadm(t *testing.T) {
 	}
 	if after := clusterHostState(t); after != before {
 		t.Errorf("the host after down differs from before up:\n--- before\n%s\n--- after\n%s", before, after)
+	}
+}
+
+// checkWaterfall asserts podlab trace --pod NS/NAME's waterfall, read
+// through the node's podlab config and the admin kubeconfig, holds the
+// apiserver's, the kubelet's and podlab's spans of the pod in causal order,
+// with the apiserver's conditions and events labelled as such
+// (waterfallProblems). The components export in batches (every 5 s), so
+// it waits for them.
+func checkWaterfall(t *testing.T, podlabCfg, kubeconfig, namespace, name string, applied time.Time) {
+	t.Helper()
+	key := namespace + "/" + name
+	var probs []string
+	var w otlp.Waterfall
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(2 * time.Second) {
+		r := podlabWith(t, podlabBin, podlabCfg, "", "trace", "--pod", key, "--kubeconfig", kubeconfig, "-o", "json")
+		w = otlp.Waterfall{}
+		if r.code != 0 {
+			probs = []string{"podlab trace --pod " + key + ": " + r.stderr}
+		} else if err := json.Unmarshal([]byte(r.stdout), &w); err != nil {
+			t.Fatalf("podlab trace --pod %s -o json: %v\n%s", key, err, r.stdout)
+		} else {
+			probs = waterfallProblems(&w, namespace, name, applied)
+		}
+		if len(probs) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	table := podlabWith(t, podlabBin, podlabCfg, "", "trace", "--pod", key, "--kubeconfig", kubeconfig)
+	if len(probs) > 0 {
+		t.Errorf("the waterfall of %s:\n  %s\n%s", key, strings.Join(probs, "\n  "), table.stdout+table.stderr)
+		return
+	}
+	t.Logf("the waterfall of %s (%d rows):\n%s", key, len(w.Rows), table.stdout)
+	for _, want := range []string{"SOURCE", " span ", " condition/1s ", " event/"} {
+		if !strings.Contains(table.stdout, want) {
+			t.Errorf("podlab trace --pod %s: the table has no %q", key, want)
+		}
+	}
+	chrome := podlabWith(t, podlabBin, podlabCfg, "", "trace", "--pod", key, "--kubeconfig", kubeconfig, "-o", "chrome")
+	if chrome.code != 0 || !strings.Contains(chrome.stdout, `"ph": "X"`) || !strings.Contains(chrome.stdout, `"ph": "i"`) {
+		t.Errorf("podlab trace --pod %s -o chrome: no spans (X) or marks (i): %s", key, chrome.stderr)
 	}
 }
 
