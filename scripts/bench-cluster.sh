@@ -42,6 +42,7 @@ export LC_ALL=C
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin:/opt/podlab/bin
 . scripts/peers/lib.sh
+. scripts/lib/docsection.sh
 
 replicas=10 rounds=2 OUT="" DOC=""
 runtimes=()
@@ -327,20 +328,7 @@ row() { # LABEL METRIC
 cat "$OUT/section.md"
 
 if [ -n "$DOC" ]; then
-  if grep -q '^<!-- cluster: begin' "$DOC"; then
-    awk -v sec="$OUT/section.md" '
-      /^<!-- cluster: begin/ { while ((getline l < sec) > 0) print l; skip = 1; next }
-      /^<!-- cluster: end -->/ { skip = 0; next }
-      !skip' "$DOC" > "$DOC.tmp"
-  elif grep -q '^<!-- kubelet: end -->' "$DOC"; then
-    # after the kubelet's, where gen-benchmarks-doc.sh keeps it
-    awk -v sec="$OUT/section.md" '
-      { print }
-      /^<!-- kubelet: end -->/ { print ""; while ((getline l < sec) > 0) print l }' "$DOC" > "$DOC.tmp"
-  else
-    { cat "$DOC"; echo; cat "$OUT/section.md"; } > "$DOC.tmp"
-  fi
-  mv "$DOC.tmp" "$DOC"
+  doc_section "$DOC" cluster "$OUT/section.md"
   say "wrote the cluster section of $DOC"
 fi
 say "samples, watches and logs in $OUT"

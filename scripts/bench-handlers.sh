@@ -43,6 +43,7 @@ export LC_ALL=C
 cd "$(dirname "$0")/.."
 REPO=$PWD
 . scripts/peers/lib.sh
+. scripts/lib/docsection.sh
 
 ARGS=("$@")
 N=15 ROUNDS=2 HANDLERS=libcontainer,runc,crun PODLAB=$REPO/bin/podlab OUT="" DOC=docs/benchmarks.md CRI=1 GUEST_LOG=""
@@ -66,24 +67,10 @@ done
 [[ $N =~ ^[1-9][0-9]*$ && $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "bench-handlers: -n and --rounds take positive integers" >&2; exit 2; }
 say() { echo "bench-handlers: $*" >&2; }
 
-# splice MARKER FILE: FILE replaces $DOC's MARKER section; a new one goes
-# before the stock guest's section, where gen-benchmarks-doc.sh keeps it.
+# splice MARKER FILE: FILE replaces $DOC's MARKER section (doc_section).
 splice() {
-  local m=$1 sec=$2
-  if grep -q "^<!-- $m: begin" "$DOC"; then
-    awk -v sec="$sec" -v m="$m" '
-      $0 ~ "^<!-- " m ": begin" { while ((getline l < sec) > 0) print l; skip = 1; next }
-      $0 ~ "^<!-- " m ": end -->" { skip = 0; next }
-      !skip' "$DOC" > "$DOC.tmp"
-  elif grep -q '^<!-- stock-guest: begin' "$DOC"; then
-    awk -v sec="$sec" '
-      /^<!-- stock-guest: begin/ { while ((getline l < sec) > 0) print l; print "" }
-      { print }' "$DOC" > "$DOC.tmp"
-  else
-    { cat "$DOC"; echo; cat "$sec"; } > "$DOC.tmp"
-  fi
-  mv "$DOC.tmp" "$DOC"
-  say "wrote the $m section of $DOC"
+  doc_section "$DOC" "$1" "$2"
+  say "wrote the $1 section of $DOC"
 }
 
 if [ -n "$GUEST_LOG" ]; then

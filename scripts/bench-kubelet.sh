@@ -23,6 +23,7 @@ export LC_ALL=C
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin:/opt/podlab/bin
 . scripts/peers/lib.sh
+. scripts/lib/docsection.sh
 . scripts/kubelet/lib.sh
 
 N=10 OUT="" DOC=""
@@ -320,14 +321,6 @@ target() { # WHAT RATIO LIMIT OK
 cat "$RES/section.md"
 
 if [ -n "$DOC" ]; then
-  if grep -q '^<!-- kubelet: begin' "$DOC"; then
-    awk -v sec="$RES/section.md" '
-      /^<!-- kubelet: begin/ { while ((getline l < sec) > 0) print l; skip = 1; next }
-      /^<!-- kubelet: end -->/ { skip = 0; next }
-      !skip' "$DOC" > "$DOC.tmp"
-  else
-    { cat "$DOC"; echo; cat "$RES/section.md"; } > "$DOC.tmp"
-  fi
-  mv "$DOC.tmp" "$DOC"
+  doc_section "$DOC" kubelet "$RES/section.md"
   say "wrote the kubelet section of $DOC"
 fi

@@ -28,6 +28,7 @@ set -euo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")/.."
 . scripts/peers/lib.sh
+. scripts/lib/docsection.sh
 
 ARGS=("$@")
 N=16 PEERS_N=8 DOC=docs/benchmarks.md KEEP="" PODLAB=$PWD/bin/podlab
@@ -269,19 +270,6 @@ done
   echo "<!-- warm-pool: end -->"
 } > "$RES/section.md"
 
-# in place of the doc's warm-pool section (or at its end)
-python3 - "$DOC" "$RES/section.md" <<'EOF'
-import re, sys
-doc, sec = sys.argv[1], open(sys.argv[2]).read()
-s = open(doc).read()
-i = s.find("<!-- warm-pool: begin")
-j = s.find("<!-- warm-pool: end -->")
-if i >= 0 and j > i:
-    s = s[:i] + sec + s[j + len("<!-- warm-pool: end -->\n"):]
-else:
-    s = s.rstrip("\n") + "\n\n" + sec
-open(doc + ".tmp", "w").write(s)
-EOF
-mv "$DOC.tmp" "$DOC"
+doc_section "$DOC" warm-pool "$RES/section.md"
 cat "$RES/section.md"
 say "wrote the warm-pool section of $DOC (took $TOTAL_S s)"
