@@ -13,8 +13,12 @@
 # The sandbox's final removal waits for the kubelet's once-a-minute GC and
 # says nothing of the runtime: not measured.
 #
-# Usage: sudo scripts/bench-kubelet.sh [-n ROUNDS] [--out DIR] [--doc FILE]
+# Usage: sudo scripts/bench-kubelet.sh [-n ROUNDS] [--warm-pool N] [--out DIR] [--doc FILE]
 #   -n N        rounds per runtime (default 10)
+#   --warm-pool N
+#               a third runtime in the same rounds: a second podlab serve
+#               (its own state, images and socket) with --warm-pool N, so the
+#               kubelet's RunPodSandbox claims a warm sandbox (issue 35)
 #   --out DIR   keep samples and logs there (default: a temp dir, removed)
 #   --doc FILE  write the generated section into FILE (docs/benchmarks.md),
 #               between its kubelet markers (appended when absent)
@@ -26,10 +30,11 @@ export PATH=$PATH:/usr/local/go/bin:/opt/podlab/bin
 . scripts/lib/docsection.sh
 . scripts/kubelet/lib.sh
 
-N=10 OUT="" DOC=""
+N=10 OUT="" DOC="" WARM=0
 while [ $# -gt 0 ]; do
   case $1 in
     -n) N=${2:?}; shift;;
+    --warm-pool) WARM=${2:?}; shift;;
     --out) OUT=${2:?}; shift;;
     --doc) DOC=${2:?}; shift;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;;
@@ -38,6 +43,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 [[ $N =~ ^[1-9][0-9]*$ ]] || { echo "bench-kubelet: -n must be a positive integer" >&2; exit 2; }
+[[ $WARM =~ ^[0-9]+$ ]] || { echo "bench-kubelet: --warm-pool must be a non-negative integer" >&2; exit 2; }
+RUNTIMES="podlab containerd"; [ "$WARM" -gt 0 ] && RUNTIMES="podlab podlab-warm containerd"
 [ "$(id -u)" = 0 ] || { echo "bench-kubelet: must run as root" >&2; exit 1; }
 [ -x bin/podlab ] || { echo "bench-kubelet: bin/podlab not built (make build)" >&2; exit 1; }
 # containerd 2.4, its shim and ctr, built once into the cache: first in
@@ -58,10 +65,11 @@ NODE=$(hostname | tr '[:upper:]' '[:lower:]')
 PRE_RUN_CONTAINERD=0; [ -e /run/containerd ] && PRE_RUN_CONTAINERD=1
 PRE_RUN_CONTAINERD_S=0; [ -e /run/containerd/s ] && PRE_RUN_CONTAINERD_S=1
 
-PL=$WORK/podlab C=$WORK/ctd
-PL_SOCK=$PL/podlab.sock C_SOCK=$C/c.sock
-SERVE_PID="" CONTAINERD_PID=""
+PL=$WORK/podlab PLW=$WORK/podlab-warm C=$WORK/ctd
+PL_SOCK=$PL/podlab.sock PLW_SOCK=$PLW/podlab.sock C_SOCK=$C/c.sock
+SERVE_PID="" WARM_SERVE_PID="" CONTAINERD_PID=""
 crictl_at() { local sock=$1; shift; crictl --runtime-endpoint "unix://$sock" --image-endpoint "unix://$sock" --timeout 30s "$@" 2>/dev/null; }
+sock_of() { case $1 in podlab) echo "$PL_SOCK";; podlab-warm) echo "$PLW_SOCK";; containerd) echo "$C_SOCK";; esac; }
 
 cleanup() {
   local rc=$?
@@ -71,6 +79,13 @@ cleanup() {
   if [ -n "$SERVE_PID" ]; then
     for id in $(crictl_at "$PL_SOCK" pods -q); do crictl_at "$PL_SOCK" stopp "$id" >/dev/null; crictl_at "$PL_SOCK" rmp "$id" >/dev/null; done
     kill "$SERVE_PID"; wait "$SERVE_PID"
+  fi
+  if [ -n "$WARM_SERVE_PID" ]; then
+    for id in $(crictl_at "$PLW_SOCK" pods -q); do crictl_at "$PLW_SOCK" stopp "$id" >/dev/null; crictl_at "$PLW_SOCK" rmp "$id" >/dev/null; done
+    # serve stops its refills before it exits; its warm sandboxes stay
+    # (state on disk, as pods do) until drained.
+    kill "$WARM_SERVE_PID"; wait "$WARM_SERVE_PID"
+    bin/podlab --config "$PLW/podlab.yaml" pool drain >/dev/null
   fi
   if [ -n "$CONTAINERD_PID" ]; then
     for id in $(crictl_at "$C_SOCK" pods -q); do crictl_at "$C_SOCK" stopp "$id" >/dev/null; crictl_at "$C_SOCK" rmp "$id" >/dev/null; done
@@ -103,6 +118,13 @@ printf 'stateDir: %s\nimageDir: %s\nlogDir: %s\n' "$PL/state" "$PL/images" "$PL/
 bin/podlab --config "$PL/podlab.yaml" image import busybox:latest "$WORK/busybox" >/dev/null
 bin/podlab --config "$PL/podlab.yaml" serve --listen "unix://$PL_SOCK" > "$RES/podlab-serve.log" 2>&1 &
 SERVE_PID=$!
+if [ "$WARM" -gt 0 ]; then
+  mkdir -p "$PLW"
+  printf 'stateDir: %s\nimageDir: %s\nlogDir: %s\n' "$PLW/state" "$PLW/images" "$PLW/logs" > "$PLW/podlab.yaml"
+  bin/podlab --config "$PLW/podlab.yaml" image import busybox:latest "$WORK/busybox" >/dev/null
+  bin/podlab --config "$PLW/podlab.yaml" serve --listen "unix://$PLW_SOCK" --warm-pool "$WARM" > "$RES/podlab-warm-serve.log" 2>&1 &
+  WARM_SERVE_PID=$!
+fi
 
 # containerd: private config, root, state, sockets; CRI on, its CNI a
 # bridge of its own (kbench0) with podlab's plugins; restrict_oom_score_adj
@@ -142,16 +164,15 @@ EOF
 EOF
 containerd --config "$C/config.toml" </dev/null > "$RES/containerd.log" 2>&1 &
 CONTAINERD_PID=$!
-for _ in $(seq 100); do [ -S "$C_SOCK" ] && [ -S "$PL_SOCK" ] && break; sleep 0.1; done
+for _ in $(seq 100); do [ -S "$C_SOCK" ] && [ -S "$PL_SOCK" ] && { [ "$WARM" = 0 ] || [ -S "$PLW_SOCK" ]; } && break; sleep 0.1; done
 for img in busybox pause; do
   ctr -a "$C_SOCK" -n k8s.io images import "$WORK/$img.tar" >/dev/null
 done
 
 # the host as found, before any kubelet run
 kubelet_save_host "$WORK/host"
-for rt in podlab containerd; do
-  sock=$PL_SOCK; [ $rt = containerd ] && sock=$C_SOCK
-  kubelet_write_config "$WORK/kubelet-$rt" "$sock" 20448
+for rt in $RUNTIMES; do
+  kubelet_write_config "$WORK/kubelet-$rt" "$(sock_of $rt)" 20448
 done
 
 manifest() { # NAME
@@ -179,13 +200,14 @@ ts_us() { awk -v t="$1" 'BEGIN { split(substr(t, 12), a, ":"); sub(/Z.*/, "", a[
 # call's start and return.
 call_us() {
   local rt=$1 pod=$2 ctr=$3 call=$4 s e
-  if [ $rt = podlab ]; then
+  if [ $rt != containerd ]; then
+    local cfg=$PL/podlab.yaml; [ $rt = podlab-warm ] && cfg=$PLW/podlab.yaml
     local span
     case $call in
       run) span="RunPodSandbox";; create) span="CreateContainer app";; start) span="StartContainer app";;
       stop-ctr) span="StopContainer app";; stop-pod) span="StopPodSandbox";;
     esac
-    bin/podlab --config "$PL/podlab.yaml" trace "$pod" 2>/dev/null |
+    bin/podlab --config "$cfg" trace "$pod" 2>/dev/null |
       awk -v span="CRI $span" 'index($0, span " ") == 1 {
              n = 0
              for (i = 1; i <= NF; i++) if ($i ~ /^[0-9.]+ms$/ && ++n == 2) { v = $i; sub(/ms$/, "", v); printf "%.0f\n", v * 1000; exit }
@@ -237,7 +259,7 @@ calls_us() {
 # round RT I: one static pod up and down under RT's kubelet.
 round() {
   local rt=$1 i=$2 sock kd name t0 t1 t2 t3 ctr pod rtp rtd
-  sock=$PL_SOCK; [ $rt = containerd ] && sock=$C_SOCK
+  sock=$(sock_of $rt)
   kd=$WORK/kubelet-$rt name=kb-$rt-$i
   kubelet_start "$KUBELET" "$kd" "$RES/kubelet-$rt.log.$i"
   # past the kubelet's first runtime and PLEG checks (it skips pod syncs
@@ -279,7 +301,9 @@ round() {
 : > "$RES/samples.tsv"
 START_S=$SECONDS
 for i in $(seq 0 "$N"); do   # round 0: warm-up, not counted
-  if [ $((i % 2)) = 0 ]; then order="podlab containerd"; else order="containerd podlab"; fi
+  # each round in another order: the runtimes take turns at going first
+  order=$RUNTIMES
+  for _ in $(seq $((i % $(wc -w <<< "$RUNTIMES")))); do order="${order#* } ${order%% *}"; done
   for rt in $order; do round "$rt" "$i"; done
 done
 TOOK=$((SECONDS - START_S))
@@ -316,6 +340,18 @@ target() { # WHAT RATIO LIMIT OK
   echo "- \"Manifest removed → NotReady\" is mostly the kubelet's: its pod worker waits for the next PLEG relist (once a second) before it stops the pod, then StopContainer waits the kubelet's minimum grace period (2 s, for \`terminationGracePeriodSeconds: 0\` too) for \`sh\`, which ignores SIGTERM as PID 1; the runtime's part is the last row."
   echo "- The sandbox's removal after NotReady waits for the kubelet's once-a-minute GC and is not measured."
   echo "- containerd's sandbox image is static \`catatonit -P\` (no registry here); podlab runs its own pause binary."
+  if [ "$WARM" -gt 0 ]; then
+    echo
+    echo "With a warm pool (\`--warm-pool $WARM\`: a second podlab serve, its own state, \`serve --warm-pool $WARM\`), in the same rounds; its RunPodSandbox claims a warm sandbox (serve's count after its last refill: $(grep 'warm pool refilled' "$RES/podlab-warm-serve.log" | tail -1 | sed -n 's/.*claimed=\([0-9]*\) missed=\([0-9]*\).*/\1 claimed, \2 made cold/p')):"
+    echo
+    echo "| p50 | podlab, warm pool | podlab, cold | containerd | warm/cold | warm/containerd |"
+    echo "|---|---:|---:|---:|---:|---:|"
+    for m in "up:manifest → container Running" "runtime:runtime's part: RunPodSandbox + CreateContainer + StartContainer"; do
+      k=${m%%:*}
+      printf '| %s | %s | %s | %s | %s | %s |\n' "${m#*:}" "$(fmt_ms "${P50[$k.podlab-warm]:-}")" "$(fmt_ms "${P50[$k.podlab]:-}")" "$(fmt_ms "${P50[$k.containerd]:-}")" \
+        "$(ratio "${P50[$k.podlab-warm]:-}" "${P50[$k.podlab]:-}")" "$(ratio "${P50[$k.podlab-warm]:-}" "${P50[$k.containerd]:-}")"
+    done
+  fi
   echo "<!-- kubelet: end -->"
 } > "$RES/section.md"
 cat "$RES/section.md"
