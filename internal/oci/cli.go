@@ -150,6 +150,21 @@ func logError(logFile string) string {
 // Create does `<runtime> create`. The init's parent, the runtime, exits
 // once the container is created: the caller inherits the init.
 func (r *CLI) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ Container, retErr error) {
+	c, err := r.create(id, bundle, spec, stdio)
+	if err != nil {
+		return nil, err
+	}
+	// Watched from now, as libcontainer's: with the systemd driver the
+	// cgroup, and its count, go with the last process, before the exit
+	// is reaped.
+	c.oom = podcg.WatchOOM(podcg.OOMFile(c.cgroup.GetPaths()))
+	return c, nil
+}
+
+// create is Create without the OOM watch: Probe's container never runs,
+// and a watch would hold an inotify instance in the probing process (the
+// CRI server, or podlab run) for its whole life.
+func (r *CLI) create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ *cliContainer, retErr error) {
 	if spec.Root == nil || !filepath.IsAbs(spec.Root.Path) {
 		return nil, errors.New("oci: spec.root.path must be absolute")
 	}
@@ -188,10 +203,6 @@ func (r *CLI) Create(id, bundle string, spec *specs.Spec, stdio Stdio) (_ Contai
 		c.Destroy()
 		return nil, fmt.Errorf("creating container %s: %w", id, err)
 	}
-	// Watched from now, as libcontainer's: with the systemd driver the
-	// cgroup, and its count, go with the last process, before the exit
-	// is reaped.
-	c.oom = podcg.WatchOOM(podcg.OOMFile(c.cgroup.GetPaths()))
 	return c, nil
 }
 
@@ -554,7 +565,7 @@ func (r *CLI) Probe(cgroupParent string) (retErr error) {
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644); err != nil {
 		return err
 	}
-	c, err := r.Create(id, dir, spec, Stdio{})
+	c, err := r.create(id, dir, spec, Stdio{})
 	if err != nil {
 		return err
 	}
