@@ -342,7 +342,7 @@ target() { # WHAT RATIO LIMIT OK
   echo "- containerd's sandbox image is static \`catatonit -P\` (no registry here); podlab runs its own pause binary."
   if [ "$WARM" -gt 0 ]; then
     echo
-    echo "With a warm pool (\`--warm-pool $WARM\`: a second podlab serve, its own state, \`serve --warm-pool $WARM\`), in the same rounds; its RunPodSandbox claims a warm sandbox (serve's count after its last refill: $(grep 'warm pool refilled' "$RES/podlab-warm-serve.log" | tail -1 | sed -n 's/.*claimed=\([0-9]*\) missed=\([0-9]*\).*/\1 claimed, \2 made cold/p')):"
+    echo "With a warm pool (\`--warm-pool $WARM\`: a second podlab serve, its own state, \`serve --warm-pool $WARM\`), in the same rounds; its RunPodSandbox claims a warm sandbox ($(awk -v n="$WARM" -F'made=' '/warm pool refilled/ { split($2, a, " "); s += a[1] } END { print s - n }' "$RES/podlab-warm-serve.log") sandboxes refilled after claims, in $((N + 1)) rounds with the warm-up):"
     echo
     echo "| p50 | podlab, warm pool | podlab, cold | containerd | warm/cold | warm/containerd |"
     echo "|---|---:|---:|---:|---:|---:|"
