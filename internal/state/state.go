@@ -15,13 +15,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/internal/atomicfile"
 	"github.com/podlab/podlab/internal/cgroups"
+	"github.com/podlab/podlab/internal/flock"
 	"github.com/podlab/podlab/internal/trace"
 )
 
@@ -594,31 +594,12 @@ func (s *Store) podLockPath(namespace, name string) string {
 }
 
 func (s *Store) lock(path string, wait bool) (*Lock, error) {
-	for {
-		// Not through a link planted in the state dir (see IndexContainer).
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
-		if err != nil {
-			return nil, fmt.Errorf("opening lock %s: %w", path, err)
-		}
-		how := syscall.LOCK_EX
-		if !wait {
-			how |= syscall.LOCK_NB
-		}
-		if err := syscall.Flock(int(f.Fd()), how); err != nil {
-			f.Close()
-			if errors.Is(err, syscall.EWOULDBLOCK) {
-				return nil, nil
-			}
-			return nil, fmt.Errorf("locking %s: %w", path, err)
-		}
-		// The holder before us may have unlinked the file on release: then
-		// our lock is on a dead inode, and we must lock the new file.
-		var held, cur syscall.Stat_t
-		if syscall.Fstat(int(f.Fd()), &held) == nil && syscall.Stat(path, &cur) == nil && held.Ino == cur.Ino {
-			return &Lock{f: f, path: path}, nil
-		}
-		f.Close()
+	// Not through a link planted in the state dir (see IndexContainer).
+	f, err := flock.Open(path, wait)
+	if f == nil {
+		return nil, err
 	}
+	return &Lock{f: f, path: path}, nil
 }
 
 // Unlock releases the lock.

@@ -768,4 +768,3 @@ func registryOf(server string) string {
 	}
 	return server
 }
-

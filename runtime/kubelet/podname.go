@@ -7,11 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/podlab/podlab/internal/errdefs"
+	"github.com/podlab/podlab/internal/flock"
 )
 
 // The kubelet half plays the API server's part for `podlab run`: a pod's
@@ -97,28 +97,12 @@ func (k *Kubelet) pruneNames(dryRun bool) (pruned []string) {
 	return pruned
 }
 
-// lockFile opens path (made if missing, never through a link) and takes
-// its flock. A holder before us may have removed the file on release:
-// then the lock is on a dead inode, and the new file must be locked.
+// lockFile takes the flock of path, making its directory first.
 func lockFile(path string) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	for {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
-		if err != nil {
-			return nil, err
-		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-			f.Close()
-			return nil, err
-		}
-		var held, cur syscall.Stat_t
-		if syscall.Fstat(int(f.Fd()), &held) == nil && syscall.Stat(path, &cur) == nil && held.Ino == cur.Ino {
-			return f, nil
-		}
-		f.Close()
-	}
+	return flock.Open(path, true)
 }
 
 // readClaim is the uid in a claim file; "" if empty or not a plain uid.
