@@ -552,7 +552,15 @@ func (r *CLI) Probe(cgroupParent string) (retErr error) {
 		Root:    &specs.Root{Path: filepath.Join(dir, "rootfs"), Readonly: true},
 		// Never run: create only looks it up.
 		Process: &specs.Process{Args: []string{"/proc/self/exe"}, Cwd: "/"},
-		Mounts:  []specs.Mount{{Destination: "/proc", Type: "proc", Source: "proc"}},
+		// /dev on a tmpfs of its own, as every container's: without it the
+		// runtime makes the device nodes in rootfs/dev, on the state
+		// directory's filesystem, and /run is nodev on systemd hosts:
+		// runc's init then fails to reopen /dev/null (EACCES), and the
+		// node refused a runtime that runs its containers.
+		Mounts: []specs.Mount{
+			{Destination: "/proc", Type: "proc", Source: "proc"},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+		},
 		Linux: &specs.Linux{
 			CgroupsPath: filepath.Join(filepath.Dir(cgroupParent), id),
 			Namespaces:  []specs.LinuxNamespace{{Type: specs.PIDNamespace}, {Type: specs.MountNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace}},
