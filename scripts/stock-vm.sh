@@ -302,10 +302,24 @@ run() {
   printf 'REPO=%q\nGUEST_USER=%q\n' "$repo" "$GUEST_USER" > "$stage/run.env"
   # CMD learns which boot this is (STOCK_VM_BOOT, 1 or 2) from a count in
   # the user's home, on the overlay that both boots share.
+  # A CMD that hangs is only killed by the host's timeout, with nothing
+  # said of why: a watchdog in the guest prints what is running (state,
+  # wait channel, kernel stacks of tasks in D state), podlab's units and
+  # the kernel's last words 150 s before the timeout (counted from boot).
+  local watchdog=$(( ${STOCK_VM_TIMEOUT:-5400} - 150 ))
+  [ "$watchdog" -ge 60 ] || watchdog=60
   {
     echo 'STOCK_VM_BOOT=$(( $(cat "$HOME/.stock-vm-boot" 2>/dev/null || echo 0) + 1 ))'
     echo 'echo "$STOCK_VM_BOOT" > "$HOME/.stock-vm-boot"'
     echo 'export STOCK_VM_BOOT'
+    cat <<WATCHDOG
+( sleep $watchdog
+  echo "stock-vm watchdog: CMD still runs after $watchdog s; the host's timeout kills the guest within 150 s. What runs:"
+  sudo ps -eo pid,ppid,stat,wchan:32,etimes,args --sort=start_time | grep -v ' \[.*\]\$'
+  for p in \$(ps -eo pid=,stat= | awk '\$2 ~ /D/ {print \$1}'); do echo "-- kernel stack of \$p (D):"; sudo cat /proc/\$p/stack; done
+  sudo systemctl list-units --all --no-pager 'podlab*' 'kubepods*'
+  echo "-- kernel log, last 60 lines:"; sudo dmesg | tail -n 60 ) </dev/null >&2 &
+WATCHDOG
     printf 'exec'; printf ' %q' "$@"; echo
   } > "$stage/run.sh"
   local size
