@@ -15,6 +15,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/containerd/ttrpc"
@@ -162,12 +164,11 @@ func (s taskServer) Shutdown(context.Context, *emptypb.Empty) (*emptypb.Empty, e
 }
 
 // shutdownGrace bounds the wait, once Shutdown emptied the shim, for the
-// connections to go idle (Shutdown's own answer written); shutdownPoll is
-// how often they are looked at. ttrpc's Server.Shutdown looks every
-// 200 ms, which a pod's teardown, waiting for the shim to exit, would pay.
+// answers still owed (Shutdown's own among them) to be written;
+// shutdownPoll is how often that is looked at.
 const (
 	shutdownGrace = 2 * time.Second
-	shutdownPoll  = 2 * time.Millisecond
+	shutdownPoll  = time.Millisecond
 )
 
 // serve answers connections on l until Shutdown.
@@ -177,23 +178,88 @@ func (t *taskService) serve(l net.Listener) error {
 		return err
 	}
 	api.RegisterTaskService(srv, taskServer{t})
+	al := &answerListener{Listener: l, conns: map[*answerConn]struct{}{}}
 	go func() {
 		<-t.shutdown
+		// Not ttrpc's Shutdown: it closes the connections it holds idle,
+		// and it marks one busy only when that connection's loop next
+		// wakes, after the handler has run. The connection that carries
+		// Shutdown's answer could be closed before the answer was
+		// written (the client read EOF; TestTaskShim did, under load).
 		deadline := time.Now().Add(shutdownGrace)
-		for time.Now().Before(deadline) {
-			ctx, cancel := context.WithTimeout(context.Background(), shutdownPoll)
-			err := srv.Shutdown(ctx)
-			cancel()
-			if !errors.Is(err, context.DeadlineExceeded) {
-				break
-			}
+		for al.unanswered() && time.Now().Before(deadline) {
+			time.Sleep(shutdownPoll)
 		}
-		srv.Close() // a client that went away unanswered, say
+		srv.Close()
 	}()
-	if err := srv.Serve(context.Background(), l); err != nil && !errors.Is(err, ttrpc.ErrServerClosed) {
+	if err := srv.Serve(context.Background(), al); err != nil && !errors.Is(err, ttrpc.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// answerListener sees, on each connection it accepted, whether a request
+// read has had its answer written: bytes read since the last write.
+type answerListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns map[*answerConn]struct{}
+}
+
+func (l *answerListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	ac := &answerConn{Conn: c, l: l}
+	l.mu.Lock()
+	l.conns[ac] = struct{}{}
+	l.mu.Unlock()
+	return ac, nil
+}
+
+// unanswered reports whether a connection read more than it answered.
+func (l *answerListener) unanswered() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for c := range l.conns {
+		if c.owed.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+type answerConn struct {
+	net.Conn
+	l    *answerListener
+	owed atomic.Bool // read since the last write
+	once sync.Once
+}
+
+func (c *answerConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.owed.Store(true)
+	}
+	return n, err
+}
+
+func (c *answerConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if err == nil {
+		c.owed.Store(false)
+	}
+	return n, err
+}
+
+func (c *answerConn) Close() error {
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		delete(c.l.conns, c)
+		c.l.mu.Unlock()
+	})
+	return c.Conn.Close()
 }
 
 // listen binds the task socket, replacing a stale socket file but not a
