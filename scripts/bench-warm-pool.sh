@@ -182,7 +182,7 @@ done
   echo "time). **cold**: no pool. **pool = n**: \`--pool $N\`, the pool filled with $N before the round, off its"
   echo "clock, so every pod can claim (a burst the pool was sized for). **pool = C**: \`--pool C\`, C warm"
   echo "sandboxes at the start, refilled during the round by the server's refiller (\`serve --warm-pool\`'s"
-  echo "KeepPool: one at a time, only while no RunPodSandbox is under way): once pods come faster than it"
+  echo "KeepPool: one at a time, only after 150 ms without a state-changing call): once pods come faster than it"
   echo "refills, the rest are made cold. claimed/cold count the round's RunPodSandbox calls, refilled the"
   echo "refiller's fills during the round (it runs in the pool = n rounds too, once the first claim made room)."
   echo
