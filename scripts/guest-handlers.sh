@@ -37,7 +37,7 @@ sudo bin/podlab image ls 2>/dev/null | grep -q '^busybox' || sudo scripts/setup.
 work=$(mktemp -d)
 chmod 711 "$work"
 serve_pid=
-stop_serve() { [ -z "$serve_pid" ] || { sudo kill "$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true; serve_pid=; }; }
+. scripts/lib/serve.sh # stop_serve
 trap 'stop_serve; sudo rm -rf "$work"' EXIT
 go build -o "$work/leakcheck" ./test/leakcheck
 tools=/var/cache/podlab/stock-vm/go/bin

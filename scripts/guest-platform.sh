@@ -132,7 +132,11 @@ for _ in $(seq 120); do
 done
 grep -q '"exitCode":137' <<<"$row" && grep -q '"reason":"OOMKilled"' <<<"$row" ||
   fail "oom container: $row, want exited 137 OOMKilled"
-say "oom container: exited 137, OOMKilled ($(since "$t") s)"
+# Which read saw it: the watch's (memory.events, on inotify) or, when the
+# scope went with its last process first, the kernel log's summary line.
+how="memory.events"
+sudo sh -c 'grep -qs "OOM kill found in the kernel log" /run/podlab/pods/*/shim.log' && how="the kernel log (the scope had gone)"
+say "oom container: exited 137, OOMKilled, read from $how ($(since "$t") s)"
 restore_instances
 
 # app and side are sleeps, PID 1 of their PID namespaces: they ignore
@@ -151,7 +155,7 @@ t=$(now)
 sock=$work/cri.sock
 sudo bin/podlab --config "$conf" serve --listen "unix://$sock" >"$work/serve.log" 2>&1 &
 serve_pid=$!
-stop_serve() { [ -z "${serve_pid:-}" ] || { sudo kill "$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true; serve_pid=; }; }
+. scripts/lib/serve.sh # stop_serve
 trap 'stop_serve; sudo rm -rf "$work"' EXIT
 for _ in $(seq 300); do sudo test -S "$sock" && break; sleep 0.1; done
 sudo test -S "$sock" || { tail "$work/serve.log"; fail "podlab serve did not start"; }

@@ -1,7 +1,9 @@
 package cgroups
 
 import (
+	"errors"
 	"log/slog"
+	"os"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -19,6 +21,7 @@ import (
 type OOMWatch struct {
 	file  string
 	watch *inotify.Watch // nil if none
+	kmsg  int            // the kernel log from the watch's start (v2); -1 if none
 
 	mu    sync.Mutex
 	kills uint64
@@ -32,11 +35,14 @@ var oomWatcher = sync.OnceValues(inotify.New)
 // WatchOOM watches file (OOMFile's). A watch that cannot be set up is
 // logged, and the file is then read only when asked.
 func WatchOOM(file string) *OOMWatch {
-	w := &OOMWatch{file: file}
+	w := &OOMWatch{file: file, kmsg: -1}
 	if file == "" {
 		return w
 	}
 	w.kills = OOMKills(file)
+	if HostMode() == V2 {
+		w.kmsg = openKmsg()
+	}
 	watcher, err := oomWatcher()
 	if err == nil {
 		w.watch, err = watcher.Add(file, unix.IN_MODIFY, func(inotify.Event) bool {
@@ -59,6 +65,8 @@ func (w *OOMWatch) update(n uint64) {
 }
 
 // Kills is the highest OOM kill count seen, the file read once more.
+// When none was seen and the cgroup is gone, its file with it, the kernel
+// log says whether one of its tasks was OOM-killed (see oomkmsg.go).
 func (w *OOMWatch) Kills() uint64 {
 	if w == nil {
 		return 0
@@ -66,6 +74,12 @@ func (w *OOMWatch) Kills() uint64 {
 	w.update(OOMKills(w.file))
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.kills == 0 && w.kmsg >= 0 && w.file != "" {
+		if _, err := os.Stat(w.file); errors.Is(err, os.ErrNotExist) && kmsgOOMKill(w.kmsg, memcgPath(w.file)) {
+			slog.Info("cgroups: OOM kill found in the kernel log: the cgroup went before the watch read its count", "file", w.file)
+			w.kills = 1
+		}
+	}
 	return w.kills
 }
 
@@ -75,4 +89,10 @@ func (w *OOMWatch) Close() {
 		return
 	}
 	w.watch.Remove()
+	w.mu.Lock()
+	if w.kmsg >= 0 {
+		unix.Close(w.kmsg)
+		w.kmsg = -1
+	}
+	w.mu.Unlock()
 }
