@@ -72,7 +72,9 @@ func kmsgOOMKill(kmsg int, memcg string) bool {
 
 // oomKillOf reports whether a /dev/kmsg record ("prio,seq,usec,flags;msg")
 // is an OOM kill summary ("oom-kill:constraint=...,task_memcg=PATH,
-// task=NAME,pid=N,uid=U") of a task in memcg.
+// task=NAME,pid=N,uid=U") of a task in memcg or below it, as
+// memory.events counts them: crun under systemd runs the container in a
+// "container" cgroup inside its scope.
 func oomKillOf(record []byte, memcg string) bool {
 	_, msg, ok := bytes.Cut(record, []byte(";"))
 	if !ok || !bytes.HasPrefix(msg, []byte("oom-kill:")) {
@@ -80,7 +82,7 @@ func oomKillOf(record []byte, memcg string) bool {
 	}
 	for field := range bytes.SplitSeq(bytes.TrimRight(msg, "\n"), []byte(",")) {
 		if v, ok := bytes.CutPrefix(field, []byte("task_memcg=")); ok {
-			return string(v) == memcg
+			return string(v) == memcg || strings.HasPrefix(string(v), strings.TrimSuffix(memcg, "/")+"/")
 		}
 	}
 	return false

@@ -2,6 +2,7 @@ package cgroups
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -16,7 +17,9 @@ func TestOOMKillOf(t *testing.T) {
 	}{
 		{"the container's kill", summary, scope, true},
 		{"another container's", summary, "/podlab.slice/podlab-podabc.slice/podlab-xyz.scope", false},
-		{"a prefix of the path", summary, "/podlab.slice/podlab-podabc.slice", false},
+		{"an ancestor, as memory.events counts", summary, "/podlab.slice/podlab-podabc.slice", true},
+		{"a name that shares a prefix", summary, "/podlab.slice/podlab-podabc.slice/podlab-de", false},
+		{"crun's cgroup in the scope (systemd)", strings.Replace(summary, "task_memcg="+scope, "task_memcg="+scope+"/container", 1), scope, true},
 		{"the pod's limit, the container's task", "6,1,2,-;oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/podlab.slice/podlab-podabc.slice,task_memcg=" + scope + ",task=sh,pid=7,uid=0\n", scope, true},
 		{"the kill line without the cgroup", "3,1235,5678902,-;Memory cgroup out of memory: Killed process 1579 (dd) total-vm:22000kB\n", scope, false},
 		{"not a record", "oom-kill:task_memcg=" + scope + ",", scope, false},
