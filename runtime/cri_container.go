@@ -36,6 +36,7 @@ import (
 // select the sandbox, then `runc create` in the pod's shim. On error
 // nothing is left.
 func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (_ *runtimeapi.CreateContainerResponse, retErr error) {
+	defer r.quiet.begin()()
 	cfg := req.GetConfig()
 	if err := validContainerConfig(cfg); err != nil {
 		return nil, err
@@ -441,6 +442,7 @@ func needTask(c *state.Container, client *shim.Client, want, action string) erro
 
 // StartContainer starts a created container (`runc start` in its shim).
 func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartContainerRequest) (_ *runtimeapi.StartContainerResponse, retErr error) {
+	defer r.quiet.begin()()
 	p, c, lock, err := r.lockedContainer(req.GetContainerId())
 	if err != nil {
 		return nil, err
@@ -513,6 +515,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 // Meanwhile RemoveContainer and StopPodSandbox may kill or remove the
 // container: then there is nothing left to stop, and no error.
 func (r *Runtime) StopContainer(ctx context.Context, req *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
+	defer r.quiet.begin()()
 	p, c, lock, err := r.lockedContainer(req.GetContainerId())
 	if errdefs.IsNotFound(err) {
 		return &runtimeapi.StopContainerResponse{}, nil
@@ -573,6 +576,7 @@ func (r *Runtime) stopTask(ctx context.Context, p *state.Pod, c *state.Container
 // RemoveContainer removes a container, killing it first if it runs, as
 // containerd does. A container that is gone is not an error.
 func (r *Runtime) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveContainerRequest) (*runtimeapi.RemoveContainerResponse, error) {
+	defer r.quiet.begin()()
 	p, c, lock, err := r.lockedContainer(req.GetContainerId())
 	if errdefs.IsNotFound(err) {
 		return &runtimeapi.RemoveContainerResponse{}, nil
@@ -820,6 +824,7 @@ func (r *Runtime) ListContainers(ctx context.Context, req *runtimeapi.ListContai
 // ReopenContainerLog makes the shim reopen a running container's log file,
 // after the kubelet rotated it.
 func (r *Runtime) ReopenContainerLog(ctx context.Context, req *runtimeapi.ReopenContainerLogRequest) (*runtimeapi.ReopenContainerLogResponse, error) {
+	defer r.quiet.begin()()
 	p, c, lock, err := r.lockedContainer(req.GetContainerId())
 	if err != nil {
 		return nil, err
@@ -839,6 +844,7 @@ func (r *Runtime) ReopenContainerLog(ctx context.Context, req *runtimeapi.Reopen
 // ExecSync runs a command in a running container and returns its output
 // and exit code; past the timeout the command is killed.
 func (r *Runtime) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
+	defer r.quiet.begin()()
 	if len(req.GetCmd()) == 0 {
 		return nil, errdefs.InvalidArgument("cmd: required")
 	}
@@ -893,6 +899,7 @@ func ExecProcess(bundle string, args []string) (*specs.Process, error) {
 // UpdateContainerResources applies new CPU and memory limits to a
 // container's live cgroup and records them in its config.json.
 func (r *Runtime) UpdateContainerResources(ctx context.Context, req *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
+	defer r.quiet.begin()()
 	return r.updateContainerResources(ctx, req, true)
 }
 

@@ -161,6 +161,7 @@ func (r *Runtime) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRe
 // image uses.
 // Removing an image that is not there is not an error.
 func (r *Runtime) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRequest) (*runtimeapi.RemoveImageResponse, error) {
+	defer r.quiet.begin()()
 	ref := req.GetImage().GetImage()
 	if ref == "" {
 		return nil, errdefs.InvalidArgument("image.image: required")
@@ -206,6 +207,7 @@ func (r *Runtime) ImageFsInfo(ctx context.Context, req *runtimeapi.ImageFsInfoRe
 // reference, NotFound for an unknown repository, tag or platform,
 // Unauthenticated for a 401.
 func (r *Runtime) PullImage(ctx context.Context, req *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
+	defer r.quiet.begin()()
 	ref := req.GetImage().GetImage()
 	if ref == "" {
 		return nil, errdefs.InvalidArgument("image.image: required")

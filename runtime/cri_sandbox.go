@@ -34,6 +34,7 @@ import (
 // containers. Each stage's undo is registered before it runs; on error
 // nothing is left.
 func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandboxRequest) (_ *runtimeapi.RunPodSandboxResponse, retErr error) {
+	defer r.quiet.begin()()
 	spec, err := sandboxSpec(req.GetConfig())
 	if err != nil {
 		return nil, err
@@ -59,11 +60,7 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	}
 	defer lock.Unlock()
 
-	r.sandboxesServing.Add(1)
-	defer func() {
-		r.sandboxesServing.Add(-1)
-		r.wakePool()
-	}()
+	defer r.wakePool()
 	rec := trace.New()
 	endOp := rec.Start("RunPodSandbox")
 	defer func() {
@@ -451,6 +448,7 @@ func notFound(err error) error {
 // it from the network (CNI DEL, netns removed). Stopping a sandbox that is
 // stopped or gone is not an error, as the CRI asks.
 func (r *Runtime) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
+	defer r.quiet.begin()()
 	p, lock, err := r.lockedPod(req.GetPodSandboxId())
 	if errdefs.IsNotFound(err) {
 		return &runtimeapi.StopPodSandboxResponse{}, nil
@@ -536,6 +534,7 @@ func (r *Runtime) stopTaskContainers(p *state.Pod) []error {
 // containers (killed if running), its network, its shim, cgroup and record.
 // Removing a sandbox that is gone is not an error.
 func (r *Runtime) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePodSandboxRequest) (*runtimeapi.RemovePodSandboxResponse, error) {
+	defer r.quiet.begin()()
 	p, lock, err := r.lockedPod(req.GetPodSandboxId())
 	if errdefs.IsNotFound(err) {
 		return &runtimeapi.RemovePodSandboxResponse{}, nil

@@ -18,6 +18,7 @@ import (
 // update), record them for the plugins' later view of the pod, and tell
 // the plugins they are in place.
 func (r *Runtime) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.UpdatePodSandboxResourcesRequest) (*runtimeapi.UpdatePodSandboxResourcesResponse, error) {
+	defer r.quiet.begin()()
 	p, lock, err := r.lockedPod(req.GetPodSandboxId())
 	if err != nil {
 		return nil, err

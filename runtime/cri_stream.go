@@ -144,7 +144,12 @@ func (s streamRuntime) Exec(ctx context.Context, containerID string, cmd []strin
 	defer streams.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if _, err := client.ExecStart(ctx, shim.ExecStartRequest{ID: c.ID, ExecID: execID, Process: *proc, Streams: streams.Paths, Tty: tty}); err != nil {
+	// The start is a state-changing call, the session after it is not: a
+	// shell left open must not keep the warm pool from refilling.
+	started := r.quiet.begin()
+	_, err = client.ExecStart(ctx, shim.ExecStartRequest{ID: c.ID, ExecID: execID, Process: *proc, Streams: streams.Paths, Tty: tty})
+	started()
+	if err != nil {
 		return fmt.Errorf("exec in container %s: %w", state.ShortID(c.ID), err)
 	}
 	forwardResizes(ctx, client, c.ID, execID, resize)

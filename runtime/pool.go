@@ -270,10 +270,12 @@ func (r *Runtime) takeWarm(ids []string, key string) (*state.Pod, *state.Lock) {
 }
 
 // KeepPool keeps n warm sandboxes for the default handler ready until ctx
-// ends: it refills one at a time, only while no RunPodSandbox is being
-// served (serving comes first: a refill would take the CPU a cold pod
-// needs), when woken by a claim or every second. Errors are logged by
-// logf and retried; each refill's count by infof.
+// ends: it refills one at a time, each only once no state-changing call
+// has been served for refillSettle (serving comes first: a refill beside a
+// pod's calls would take the CPU its start needs, the claimed pod's
+// CreateContainer and StartContainer included), when woken by a claim or
+// every second. Errors are logged by logf and retried; each refill's
+// count by infof.
 func (r *Runtime) KeepPool(ctx context.Context, n int, logf func(format string, args ...any), infof func(msg string, args ...any)) {
 	if reason := r.Sandbox.PoolUnsupported(); reason != "" {
 		logf("warm pool off: %s", reason)
@@ -284,7 +286,7 @@ func (r *Runtime) KeepPool(ctx context.Context, n int, logf func(format string, 
 	defer tick.Stop()
 	for {
 		made := 0
-		for ctx.Err() == nil && r.sandboxesServing.Load() == 0 && r.readyWarm(key) < n {
+		for r.quiet.wait(ctx) == nil && r.readyWarm(key) < n {
 			// At a lower priority than serving: the refill's CNI
 			// plugins and shim yield the CPU to the calls being served.
 			if _, err := r.fillWarm(nice.WithBackground(ctx), ""); err != nil {

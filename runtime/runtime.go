@@ -66,10 +66,10 @@ type Runtime struct {
 	creating sync.Map
 	// exits watches running containers' bundles for their exit, for NRI.
 	exits exitWatch
-	// sandboxesServing counts the RunPodSandbox calls under way: the
-	// warm pool refills only while it is 0.
-	sandboxesServing atomic.Int64
-	poolFilled       atomic.Int64 // warm sandboxes KeepPool made
+	// quiet tracks the state-changing calls being served: the warm pool
+	// refills only after a spell with none.
+	quiet      quietSpell
+	poolFilled atomic.Int64 // warm sandboxes KeepPool made
 	// poolClaimed and poolMissed count the RunPodSandbox calls that
 	// claimed a warm sandbox and those made cold while a pool was in use.
 	poolClaimed, poolMissed atomic.Int64

@@ -84,8 +84,8 @@ bench() { # bench OUT ARGS...: podlab bench, its JSON kept
 bench cold -c 1,4,16
 bench burst -c 1,4,16 --pool "$N"
 for c in 1 4 16; do bench "pool$c" -c "$c" --pool "$c"; done
-# a claim with no refill beside it: one warm sandbox filled before each
-# cycle, in line (bench --warm), the reference for a claim under refill
+# a claim with no refiller: one warm sandbox filled before each cycle, in
+# line (bench --warm), the reference for a claim with the refiller kept
 bench warm1 -c 1 --warm
 # one refiller's rate on a quiet node: fills one at a time, as KeepPool
 t0=$EPOCHREALTIME
@@ -182,13 +182,14 @@ done
   echo "time). **cold**: no pool. **pool = n**: \`--pool $N\`, the pool filled with $N before the round, off its"
   echo "clock, so every pod can claim (a burst the pool was sized for). **pool = C**: \`--pool C\`, C warm"
   echo "sandboxes at the start, refilled during the round by the server's refiller (\`serve --warm-pool\`'s"
-  echo "KeepPool: one at a time, only while no RunPodSandbox is under way): once pods come faster than it"
-  echo "refills, the rest are made cold. claimed/cold count the round's RunPodSandbox calls, refilled the"
-  echo "refiller's fills during the round (it runs in the pool = n rounds too, once the first claim made room)."
+  echo "KeepPool: one at a time, each after 150 ms without a state-changing call): the round's cycles come"
+  echo "back to back and leave it no such spell, so after C claims the rest are made cold, as under a steady"
+  echo "load on \`serve\`, which refills between pods, never beside one. claimed/cold count the round's"
+  echo "RunPodSandbox calls, refilled the refiller's fills during the round (it runs in the pool = n rounds too)."
   echo
   echo "| C | cold pods/s | pool = n pods/s | claimed/cold, refilled | pool = C pods/s | claimed/cold, refilled | RunPodSandbox cold | pool = n | pool = C | pod ready cold | pool = n | pool = C |"
   echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-  prun1=$(row_of pool1 1 | awk '{ print $9 }')
+  brun1=$(row_of burst 1 | awk '{ print $9 }')
   for c in 1 4 16; do
     read -r _ _ _ _ cps cready _ _ crun <<< "$(row_of cold "$c")" || :
     read -r _ bcl bmi bref bps bready _ _ brun <<< "$(row_of burst "$c")" || :
@@ -200,12 +201,13 @@ done
   echo
   echo "A claim with no refill beside it (\`podlab bench -c 1 --warm\`: one warm sandbox filled before each"
   echo "cycle, in line, off its clock): RunPodSandbox p50 $(msf "${wrun:-}") ms, pod ready $(msf "${wready:-}") ms"
-  echo "(${wcl:-–} claimed, ${wmi:-–} cold), against $(msf "${prun1:-}") ms with the refiller running beside"
-  echo "the claims (pool = C at C = 1): what a refill in flight costs a claim on this 2-core machine."
+  echo "(${wcl:-–} claimed, ${wmi:-–} cold), against $(msf "${brun1:-}") ms with the refiller kept, waiting"
+  echo "for a quiet spell, beside the claims (pool = n at C = 1)."
   echo
   echo "One refiller on the same node, the run otherwise quiet (\`podlab pool fill $N\`, one at a time):"
   echo "$FILL_RATE warm sandboxes/s ($FILL_MS ms each). A pool sustains a rate of claims up to"
-  echo "what its refiller makes between them: a steady load above it drains the pool, and the pods"
+  echo "what its refiller makes between them, each fill after 150 ms without a state-changing call:"
+  echo "a steady load above it drains the pool, and the pods"
   echo "beyond it take the cold path (\"pool = C\" above), at the cold path's own time: a miss costs"
   echo "the pool index's read, no more. The \"pool = n\" column is the rate a pool sized for the"
   echo "burst gives while it lasts; its refill needs the same number of fills afterwards."

@@ -38,9 +38,11 @@ first-exit and full-cycle latency, pods/s per concurrency, pause and podlab
 memory, libcontainer's exe sealing mode, and the machine and versions.
 
 --pool N keeps N warm sandboxes in every round, as serve --warm-pool N:
-filled before the round, off its clock, and refilled during it only while
-no RunPodSandbox is under way; each round says how many cycles claimed one
-and how many were made cold. --warm instead fills one before each cycle.
+filled before the round, off its clock, and refilled during it only once
+no state-changing call has been made for 150 ms (back-to-back cycles leave
+no such spell: a round longer than the pool runs cold after it, as serve
+under a steady load); each round says how many cycles claimed one and how
+many were made cold. --warm instead fills one before each cycle.
 
 --live L first starts L background pods (<name>-live-<i>) and keeps them up:
 rounds run with 0, L/4, L/2 and L of them (all concurrencies at 0 and L,

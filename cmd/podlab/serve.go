@@ -53,7 +53,9 @@ it sends both on to a collector (Jaeger, Tempo).
 
 --warm-pool N (or the config's warmPool) keeps N warm sandboxes for the
 default runtime handler ready for RunPodSandbox to claim (see podlab pool),
-refilled in the background while no RunPodSandbox is being served.
+refilled in the background once no state-changing CRI call (RunPodSandbox,
+CreateContainer, StopPodSandbox, ExecSync...; not the kubelet's polls) has
+been served for 150 ms, so that a refill never runs beside a pod's start.
 
 Not implemented yet, and answered "Unimplemented": checkpoints and
 events.`,

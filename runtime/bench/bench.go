@@ -55,8 +55,10 @@ type Options struct {
 	// Pool keeps a warm pool of this many sandboxes in every round, as
 	// `podlab serve --warm-pool` does: filled (untimed) before the round,
 	// refilled during it by the server's refiller (Runtime.KeepPool: one
-	// at a time, only while no RunPodSandbox is under way), drained at the
-	// end. A round drained faster than it refills makes the rest cold.
+	// at a time, each after 150 ms without a state-changing call, the
+	// cycles' own calls included), drained at the end. A round drained
+	// faster than it refills makes the rest cold; back-to-back cycles
+	// leave it no quiet spell, as a steady load leaves serve none.
 	Pool        int
 	Version     string    // podlab's version, for the report
 	Progress    io.Writer // nil: no progress

@@ -559,7 +559,7 @@ func benchmark(args []string) error {
 	if *wdir != "" {
 		fmt.Fprintf(&b, "With a warm pool (issue 35), podlab runs twice in every round: cold (`podlab`, no pool) and "+
 			"`podlab-warm`, `podlab serve` keeping %d warm sandboxes ready (`warmPool: %d`), full before critest starts "+
-			"and refilled between calls; order podlab, podlab-warm, containerd.\n\n", *wsize, *wsize)
+			"and refilled once calls pause (150 ms without a state-changing one); order podlab, podlab-warm, containerd.\n\n", *wsize, *wsize)
 		if *wlog != "" {
 			if data, err := os.ReadFile(*wlog); err == nil && len(data) > 0 {
 				fmt.Fprintf(&b, "What the warm server counted as it stopped (claimed: RunPodSandbox calls that claimed a warm sandbox; "+

@@ -26,8 +26,9 @@ type poolRecord struct {
 	PausePID int      `json:"pausePid"`
 	ShimPID  int      `json:"shimPid"`
 	Pool     *struct {
-		Claimed *string `json:"claimed"`
-		CNIName string  `json:"cniName"`
+		Claimed *string   `json:"claimed"`
+		Filled  time.Time `json:"filled"`
+		CNIName string    `json:"cniName"`
 	} `json:"pool"`
 	Events []struct{ Reason, Message string } `json:"events"`
 }
@@ -408,20 +409,7 @@ func TestPoolOff(t *testing.T) {
 func TestPoolRefillPriority(t *testing.T) {
 	rootSetup(t)
 	s := newCRI(t, "warmPool: 1\n")
-	var entry poolRecord
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		var entries []poolRecord
-		if err := json.Unmarshal([]byte(s.podlabOK(t, "pool", "ls", "-o", "json")), &entries); err != nil {
-			t.Fatal(err)
-		}
-		if len(entries) == 1 && entries[0].ShimPID > 0 {
-			entry = entries[0]
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve --warm-pool 1 made no warm sandbox: %+v", entries)
-		}
-	}
+	entry := s.waitWarm(t, "")
 	if n, err := nice.Of(entry.ShimPID); err != nil || n != nice.Background {
 		t.Errorf("a refilled warm sandbox's shim runs at nice %d (%v), want %d", n, err, nice.Background)
 	}
@@ -451,6 +439,78 @@ func TestPoolRefillPriority(t *testing.T) {
 	for what, pid := range map[string]int{"shim": rec.ShimPID, "pause": s.pausePID(t, id), "container": s.ctrPID(t, ctr)} {
 		if n, err := nice.Of(pid); err != nil || n != 0 {
 			t.Errorf("the claimed pod's %s (pid %d) runs at nice %d (%v), want 0", what, pid, n, err)
+		}
+	}
+}
+
+// TestPoolRefillWaitsForQuiet: after a claim, the refill starts only once
+// the pod's state-changing calls (RunPodSandbox, CreateContainer,
+// StartContainer, as the kubelet makes them one after the other) have
+// stopped for the settle time: never during one, nor right after one
+// ended, where it would run beside the next. The bound checked is half the
+// settle time, as the call log times a call from outside the runtime.
+func TestPoolRefillWaitsForQuiet(t *testing.T) {
+	const settle = 150 * time.Millisecond // runtime.refillSettle
+	rootSetup(t)
+	s := newCRI(t, "warmPool: 1\n")
+	first := s.waitWarm(t, "")
+	id, cfgPath := s.runPod(t, s.podConfig("quiet", "e2e-pool-quiet", nil))
+	if id != first.ID {
+		t.Fatalf("the pod did not claim the warm sandbox %s: %s", first.ID, id)
+	}
+	ctr := s.createCtr(t, id, cfgPath, ctrConfig("app", "sleep", "600"))
+	s.crictlOK(t, "start", ctr)
+	refill := readPoolRecord(t, s.waitWarm(t, first.ID).ID)
+	filled := refill.Pool.Filled
+
+	data, err := os.ReadFile(filepath.Join(stateDir, "pods", id, "cri-calls.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var c struct {
+			Method string    `json:"method"`
+			Start  time.Time `json:"start"`
+			Dur    int64     `json:"durationNs"`
+		}
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			t.Fatalf("cri-calls.jsonl: %v: %q", err, line)
+		}
+		method := c.Method[strings.LastIndex(c.Method, "/")+1:]
+		switch method {
+		case "RunPodSandbox", "CreateContainer", "StartContainer":
+		default:
+			continue
+		}
+		seen[method] = true
+		end := c.Start.Add(time.Duration(c.Dur))
+		if !filled.Before(c.Start) && filled.Before(end.Add(settle/2)) {
+			t.Errorf("the refill started at %s, %v after %s began and %v after it ended: want none during a call nor within %v after it",
+				filled.Format(time.StampMicro), filled.Sub(c.Start), method, filled.Sub(end), settle/2)
+		}
+	}
+	if len(seen) != 3 {
+		t.Errorf("the pod's call log has %v of RunPodSandbox, CreateContainer and StartContainer:\n%s", seen, data)
+	}
+}
+
+// waitWarm waits for a ready warm sandbox (its shim started) other than
+// the one named not, and returns it.
+func (s *criServer) waitWarm(t *testing.T, not string) poolRecord {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var entries []poolRecord
+		if err := json.Unmarshal([]byte(s.podlabOK(t, "pool", "ls", "-o", "json")), &entries); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if e.ID != not && e.ShimPID > 0 {
+				return e
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server made no warm sandbox: %+v", entries)
 		}
 	}
 }
