@@ -90,6 +90,11 @@ configure_rootfs() {
 [Unit]
 Description=podlab stock-vm: run the host's command, then power off
 After=multi-user.target
+# The work disk is nofail (the image boots without it), so nothing waits
+# for its mount: after an unclean poweroff its fsck replays the journal,
+# and the second boot reached multi-user.target before the mount, so the
+# condition failed and the guest idled at its login prompt.
+RequiresMountsFor=/mnt/podlab-work
 ConditionPathExists=/mnt/podlab-work/run.sh
 
 [Service]
