@@ -18,6 +18,10 @@
 #     the live scope: memory.max and cpu.max in its cgroup, systemd's own
 #     MemoryMax and CPUQuotaPerSecUSec (which it would otherwise write back
 #     over the files at its next reload), and what the container reads;
+#   - a warm sandbox (podlab pool fill) claimed by crictl runp with a
+#     cgroup_parent slice made beforehand, as the kubelet makes the pod's:
+#     the pause moves from the fill's slice to its scope in that slice, the
+#     fill's slice goes, and the pod's container runs in that slice too;
 #   - nothing of podlab's is left in systemd (units) or in the cgroup tree
 #     after podlab rm, and after podlab gc of a run killed (SIGKILL, a
 #     failpoint) between its pause and its containers;
@@ -189,6 +193,50 @@ limits 67108864 "50000 100000" 500ms "crictl run"
 crictl update --memory 134217728 --cpu-quota 30000 --cpu-period 100000 "$cid" >/dev/null
 limits 134217728 "30000 100000" 300ms "crictl update"
 crictl rmp -f "$(crictl pods -q --name updpod)" >/dev/null
+
+# A warm sandbox (issue 35) claimed by a pod whose cgroup_parent is a slice
+# its owner made, as the kubelet's systemd cgroup manager makes
+# kubepods-…-pod<uid>.slice before RunPodSandbox: the pause leaves the
+# fill's slice for a scope in the pod's, the fill's slice goes, and the
+# pod's container runs in the pod's slice too.
+t=$(now)
+podlab pool fill 1 >/dev/null
+wid=$(podlab pool ls | awk 'NR == 2 { print $1 }')
+[ -n "$wid" ] || fail "podlab pool fill 1 made no warm sandbox"
+fillslice=$(units | grep '^podlab-pod' || true)
+[ -n "$fillslice" ] || fail "the warm sandbox $wid has no slice of its own: $(units)"
+parent=claimtest.slice
+sudo busctl call org.freedesktop.systemd1 /org/freedesktop/systemd1 org.freedesktop.systemd1.Manager \
+  StartTransientUnit 'ssa(sv)a(sa(sv))' "$parent" fail 0 0 >/dev/null
+for _ in $(seq 50); do [ "$(systemctl is-active "$parent")" = active ] && break; sleep 0.1; done
+trap 'stop_serve; sudo systemctl stop claimtest.slice 2>/dev/null; sudo rm -rf "$work"' EXIT
+cat > "$work/claim-pod.json" <<EOF
+{"metadata": {"name": "claimpod", "namespace": "default", "uid": "claimpod-uid", "attempt": 0},
+ "log_directory": "$work/claimpod-logs", "linux": {"cgroup_parent": "$parent"}}
+EOF
+cat > "$work/claim-ctr.json" <<'EOF'
+{"metadata": {"name": "app"}, "image": {"image": "busybox:latest"}, "command": ["sleep", "3600"], "log_path": "app.log"}
+EOF
+pod=$(crictl runp "$work/claim-pod.json")
+[ "${pod:0:12}" = "$wid" ] || fail "crictl runp made pod $pod, not the warm sandbox $wid: the claim was missed"
+podlab trace -n default claimpod | grep -q 'cgroup move' || fail "claimpod's trace has no cgroup move"
+pause=$(podlab pods | awk '$2 == "claimpod" { print $6 }')
+want="0::/$parent/podlab-$pod.scope"
+got=$(cat "/proc/$pause/cgroup")
+[ "$got" = "$want" ] || fail "the claimed pod's pause (PID $pause) is in $got, want $want"
+left=$(units | grep -Fx "$fillslice" || true)
+[ -z "$left" ] || fail "the fill's slice $fillslice is still there after the claim"
+cid=$(crictl create "$pod" "$work/claim-ctr.json" "$work/claim-pod.json")
+crictl start "$cid" >/dev/null
+cpid=$(crictl inspect "$cid" | tr -d ' \n' | grep -o '"pid":[0-9]*' | head -1 | cut -d: -f2)
+got=$(cat "/proc/$cpid/cgroup")
+[ "$got" = "0::/$parent/podlab-$cid.scope" ] || fail "the claimed pod's container (PID $cpid) is in $got, want 0::/$parent/podlab-$cid.scope"
+status=$(systemctl status --no-pager --lines=0 "$parent")
+grep -q "podlab-$pod.scope" <<<"$status" && grep -q "podlab-$cid.scope" <<<"$status" ||
+  fail "$parent does not list the pause's and the container's scopes: $status"
+say "warm sandbox $wid claimed under cgroup_parent $parent: pause in $want, container in its scope there, the fill's $fillslice gone ($(since "$t") s)"
+crictl rmp -f "$pod" >/dev/null
+sudo systemctl stop "$parent"
 stop_serve
 say "crictl run, update, rmp (systemd driver): $(since "$t") s"
 nothing_left "after crictl rmp"
