@@ -17,6 +17,11 @@
 # KDEMO_CGROUP_DRIVER=systemd runs podlab and the kubelet with the systemd
 # cgroup driver (where systemd is PID 1: scripts/guest-kubelet.sh) and
 # shows the pod's units under the kubelet's slices.
+# KDEMO_WARM_POOL=N fills N warm sandboxes before the kubelet starts and
+# runs podlab serve with --warm-pool N (issue 35): the static pod must
+# claim one (its trace shows the fill, paid ahead); with the systemd
+# driver the claim moves the pause into the kubelet's pod slice. The
+# pool is drained at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin:/opt/podlab/bin
@@ -50,6 +55,7 @@ if ! podlab image ls | grep -q '^busybox:latest[[:space:]]'; then
   rm -rf "$dir/busybox"
 fi
 
+pool=${KDEMO_WARM_POOL:-0}
 serve_pid=
 cleanup() {
   local rc=$?
@@ -60,6 +66,7 @@ cleanup() {
     for id in $(podlab pods -o json 2>/dev/null | awk -F'"' '/"id":/ { print $4 }'); do podlab rm -f "$id" >/dev/null; done
     kill "$serve_pid"; wait "$serve_pid"
   fi
+  [ "$pool" = 0 ] || podlab pool drain >/dev/null
   kubelet_restore_host "$dir/host-state" "$dir/kubelet" || rc=1
   if [ $rc != 0 ]; then
     echo "--- podlab serve log (tail)"; tail -20 "$dir/serve.log"
@@ -74,7 +81,12 @@ cleanup() {
 trap cleanup EXIT
 
 kubelet_save_host "$dir/host-state"
-bin/podlab --config "$dir/podlab.yaml" serve --listen "unix://$sock" --log-level debug > "$dir/serve.log" 2>&1 &
+if [ "$pool" != 0 ]; then
+  say "warm pool: $pool sandboxes filled before the kubelet starts"
+  podlab pool fill "$pool" >/dev/null
+  podlab pool ls
+fi
+bin/podlab --config "$dir/podlab.yaml" serve --listen "unix://$sock" --log-level debug --warm-pool "$pool" > "$dir/serve.log" 2>&1 &
 serve_pid=$!
 for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.1; done
 kubelet_write_config "$dir/kubelet" "$sock" 20248 "$driver"
@@ -95,6 +107,16 @@ done
 crictl pods
 crictl ps -a
 pod=$(crictl pods -q --name kdemo | head -1)
+if [ "$pool" != 0 ]; then
+  # Claimed, not made cold: the trace shows the fill under "(paid ahead)"
+  # and the claim's steps, no PoolMiss.
+  # (into a variable first: grep -q ending the pipe early would fail it)
+  stages=$(podlab trace "$pod")
+  grep -q '(paid ahead)' <<<"$stages" ||
+    { echo "kubelet-demo: the static pod did not claim a warm sandbox (no fill paid ahead in its trace)" >&2; echo "$stages" >&2; grep -i 'pool' "$dir/serve.log" | tail -5 >&2; exit 1; }
+  say "warm pool: the static pod claimed a warm sandbox"
+  grep -E 'paid ahead|claim|cgroup move' <<<"$stages"
+fi
 
 if [ "$driver" = systemd ]; then
   # The kubelet made the pod's slice (kubepods-besteffort-pod<uid>.slice,
@@ -130,7 +152,8 @@ echo "Chrome trace: $(grep -c '"ph": "X"' "$dir/kdemo-trace.json") spans"
 say "manifest removed: the kubelet stops the pod, then removes it (its GC runs once a minute)"
 rm "$dir/kubelet/manifests/kdemo.yaml"
 t0=$EPOCHREALTIME
-pods_left() { podlab pods -o json | grep -c '"id":' || true; }
+# (pods, not the warm pool's entries, namespace "(pool)")
+pods_left() { podlab pods -o json | grep '"namespace":' | grep -vc '"(pool)"' || true; }
 for _ in $(seq 1 1500); do
   [ "$(pods_left)" = 0 ] && break
   sleep 0.1
@@ -139,6 +162,7 @@ done
 awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "pod gone %.1f s after the manifest\n", b - a }'
 kubelet_stop
 kill "$serve_pid"; wait "$serve_pid" || true; serve_pid=
+[ "$pool" = 0 ] || { say "warm pool drained"; podlab pool drain; }
 kubelet_restore_host "$dir/host-state" "$dir/kubelet"
 
 say "leak checks"
