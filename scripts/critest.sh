@@ -437,3 +437,14 @@ if [ "$VALIDATE" = 1 ] && [ -d "$OUT/podlab-junit" ] && [ -f "$TARGET" ]; then
   fi
   say "podlab passed $passed specs (target $want)"
 fi
+# With a pool, the suite proves something only if its pods claimed warm
+# sandboxes: serve counts them as it stops.
+if [ "$VALIDATE" = 1 ] && [ "$WARM" -gt 0 ] && [ -f "$OUT/podlab-serve.log" ]; then
+  counts=$(grep 'warm pool stopped' "$OUT/podlab-serve.log" | tail -1 || :)
+  claimed=$(sed -n 's/.* claimed=\([0-9]*\).*/\1/p' <<<"$counts")
+  if [ -z "$claimed" ] || [ "$claimed" -eq 0 ]; then
+    echo "critest: with --warm-pool $WARM no RunPodSandbox claimed a warm sandbox (serve: ${counts:-no count logged})" >&2
+    exit 1
+  fi
+  say "podlab's pool: ${counts#*msg=\"warm pool stopped\" }"
+fi
