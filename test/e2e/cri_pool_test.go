@@ -197,6 +197,7 @@ func TestCRIPoolClaimLikeCold(t *testing.T) {
 // cold, with a PoolMiss event naming why, and leaves the pool as it was.
 func TestCRIPoolColdFallback(t *testing.T) {
 	rootSetup(t)
+	searchableTestDir(t) // the userns pod's pause runs as its mapped root
 	s := newCRI(t, "")
 	s.podlabOK(t, "pool", "fill", "1")
 	ns := func(net, pid, ipc pb.NamespaceMode) *pb.NamespaceOption {
@@ -219,6 +220,11 @@ func TestCRIPoolColdFallback(t *testing.T) {
 			r.Config.PortMappings = []*pb.PortMapping{{Protocol: pb.Protocol_TCP, ContainerPort: 80, HostPort: 18080, HostIp: "127.0.0.1"}}
 		}},
 		{"handler", "no warm sandbox ready for runc/", func(r *pb.RunPodSandboxRequest) { r.RuntimeHandler = "runc" }},
+		{"userns", "user namespace", func(r *pb.RunPodSandboxRequest) {
+			o := ns(pb.NamespaceMode_POD, pb.NamespaceMode_POD, pb.NamespaceMode_POD)
+			o.UsernsOptions = usernsPOD(usernsHostID)
+			r.Config.Linux.SecurityContext.NamespaceOptions = o
+		}},
 	}
 	rt, _ := s.client(t)
 	for _, tc := range cases {
@@ -256,6 +262,86 @@ func TestCRIPoolColdFallback(t *testing.T) {
 	}
 	if n := s.poolSize(t); n != 1 {
 		t.Errorf("%d warm sandboxes after a refused request, want 1", n)
+	}
+}
+
+// TestCRIPoolNetworkChanged: warm sandboxes attached to a network the
+// server no longer has (its CNI config changed across a restart) are not
+// claimed: the pod is made cold on the new network with a PoolMiss naming
+// the key it wanted, the old entries stay until drained, and a network
+// whose plugins may read the pod's name at ADD gets no pool at all.
+func TestCRIPoolNetworkChanged(t *testing.T) {
+	rootSetup(t)
+	s := newCRI(t, "")
+	s.podlabOK(t, "pool", "fill", "1")
+	// The default network with another MTU: the same bridge, subnet and
+	// leases, so the old entries' CNI DEL still undoes their ADD.
+	const mtu = 1400
+	s.stop()
+	s.reconfigure(t, fmt.Sprintf(`cni:
+  conflist: |
+    {"cniVersion": "1.1.0", "name": "podlab", "plugins": [
+      {"type": "bridge", "bridge": "podlab0", "isGateway": true, "hairpinMode": true, "mtu": %d,
+       "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.77.0.0/16"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+      {"type": "portmap", "capabilities": {"portMappings": true}, "snat": true}]}
+`, mtu))
+	s.start()
+	id, cfgPath := s.runPod(t, s.podConfig("newnet", "e2e-pool-net", nil))
+	rec := readPoolRecord(t, id)
+	if rec.Pool != nil {
+		t.Fatal("a pod on the changed network claimed a warm sandbox of the old one")
+	}
+	found := false
+	for _, e := range rec.Events {
+		found = found || e.Reason == "PoolMiss" && strings.Contains(e.Message, "no warm sandbox ready for default/")
+	}
+	if !found {
+		t.Errorf("no PoolMiss event naming the network's pool key: %+v", rec.Events)
+	}
+	// The cold pod is on the new network.
+	ctr := s.createCtr(t, id, cfgPath, ctrConfig("app", "sleep", "600"))
+	s.crictlOK(t, "start", ctr)
+	s.waitCtrState(t, ctr, "CONTAINER_RUNNING")
+	if out := s.crictlOK(t, "exec", "-s", ctr, "cat", "/sys/class/net/eth0/mtu"); strings.TrimSpace(out) != fmt.Sprint(mtu) {
+		t.Errorf("the cold pod's eth0 MTU is %q, want %d (the new network)", out, mtu)
+	}
+	if n := s.poolSize(t); n != 1 {
+		t.Errorf("%d warm sandboxes of the old network after the cold pod, want 1", n)
+	}
+	if out := s.podlabOK(t, "pool", "drain"); !strings.Contains(out, "removed 1 warm sandbox") {
+		t.Errorf("pool drain: %q, want the old network's entry removed", out)
+	}
+	if n := s.poolSize(t); n != 0 {
+		t.Errorf("%d warm sandboxes after drain, want 0", n)
+	}
+	s.crictlOK(t, "rmp", "-f", id)
+
+	// A plugin that may read K8S_POD_NAME at ADD (Calico, Cilium, Multus
+	// do): no sandbox can be attached before the pod is known.
+	s.stop()
+	t.Cleanup(func() { s.reconfigure(t, "") })
+	s.reconfigure(t, `cni:
+  conflist: |
+    {"cniVersion": "1.1.0", "name": "podlab", "plugins": [
+      {"type": "calico", "ipam": {"type": "calico-ipam"}}]}
+`)
+	r := s.podlab("pool", "fill", "1")
+	r.failsNaming(t, "pool fill on a calico network", `CNI plugin "calico"`)
+	if n := s.poolSize(t); n != 0 {
+		t.Errorf("%d warm sandboxes after a refused fill, want 0", n)
+	}
+}
+
+// reconfigure rewrites the server's config as the base config plus extra
+// (whose top-level keys replace the base's); the next start reads it.
+func (s *criServer) reconfigure(t *testing.T, extra string) {
+	t.Helper()
+	base, err := os.ReadFile(configPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.config, []byte(mergeConfig(string(base), extra)), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 
