@@ -77,6 +77,10 @@ pl() { "$PODLAB" --config "$PL_CFG" "$@"; }
 podlab_manifest "$TAG" true > "$RES/pod.yaml"
 bench() { # bench OUT ARGS...: podlab bench, its JSON kept
   local out=$1; shift
+  # The kernel tears down the last run's netns and veths in the background
+  # (cleanup_net): without a settle the next run pays for it, and a pool
+  # = C round after the burst's 32 sandboxes read 14% slower than cold.
+  sync; sleep 5
   say "podlab bench $*"
   pl bench -f "$RES/pod.yaml" -n "$N" --warmup 1 --no-progress -o json "$@" > "$RES/$out.json" 2> "$RES/$out.err" ||
     { say "podlab bench $* failed: $(tail -3 "$RES/$out.err" | tr '\n' ' ')"; return 1; }
@@ -186,6 +190,8 @@ done
   echo "back to back and leave it no such spell, so after C claims the rest are made cold, as under a steady"
   echo "load on \`serve\`, which refills between pods, never beside one. claimed/cold count the round's"
   echo "RunPodSandbox calls, refilled the refiller's fills during the round (it runs in the pool = n rounds too)."
+  echo "Each \`podlab bench\` run (cold, pool = n, and pool = C for each C) starts after a 5 s settle, so that"
+  echo "the kernel's teardown of the previous run's network namespaces does not land on it."
   echo
   echo "| C | cold pods/s | pool = n pods/s | claimed/cold, refilled | pool = C pods/s | claimed/cold, refilled | RunPodSandbox cold | pool = n | pool = C | pod ready cold | pool = n | pool = C |"
   echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
