@@ -311,6 +311,12 @@ remove_all() {
   done
 }
 
+# pool_counts RT: serve's last count of its warm pool (filled, claimed,
+# missed), logged as it stopped; empty when it logged none.
+pool_counts() {
+  grep 'warm pool stopped' "$OUT/$1-serve.log" 2>/dev/null | tail -1 || :
+}
+
 stop_runtime() {
   local rt=$1
   remove_all
@@ -368,7 +374,7 @@ run_critest() {
   stop_runtime "$rt"
   # the pool's own count, logged by serve as it stops
   if [ "$mode" = benchmark ] && [ "$rt" = podlab-warm ]; then
-    grep 'warm pool stopped' "$OUT/$rt-serve.log" | tail -1 | sed "s/^/round $round: /" >> "$OUT/$rt-pool.log" || :
+    pool_counts "$rt" | sed "s/^/round $round: /" >> "$OUT/$rt-pool.log"
   fi
 }
 
@@ -440,7 +446,7 @@ fi
 # With a pool, the suite proves something only if its pods claimed warm
 # sandboxes: serve counts them as it stops.
 if [ "$VALIDATE" = 1 ] && [ "$WARM" -gt 0 ] && [ -f "$OUT/podlab-serve.log" ]; then
-  counts=$(grep 'warm pool stopped' "$OUT/podlab-serve.log" | tail -1 || :)
+  counts=$(pool_counts podlab)
   claimed=$(sed -n 's/.* claimed=\([0-9]*\).*/\1/p' <<<"$counts")
   if [ -z "$claimed" ] || [ "$claimed" -eq 0 ]; then
     echo "critest: with --warm-pool $WARM no RunPodSandbox claimed a warm sandbox (serve: ${counts:-no count logged})" >&2

@@ -82,14 +82,8 @@ func newCRIWithArgs(t *testing.T, extraConfig string, serveArgs ...string) *criS
 	s.dir = dir
 	s.sock = filepath.Join(dir, "cri.sock")
 	s.logPath = filepath.Join(dir, "serve.log")
-	base, err := os.ReadFile(configPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s.config = filepath.Join(dir, "podlab.yaml")
-	if err := os.WriteFile(s.config, []byte(mergeConfig(string(base), extraConfig)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	s.reconfigure(t, extraConfig)
 	// A private crictl config, so no /etc/crictl.yaml applies.
 	s.crictlCfg = filepath.Join(dir, "crictl.yaml")
 	crictlYAML := fmt.Sprintf("runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 30\npull-image-on-create: false\n", s.sock, s.sock)

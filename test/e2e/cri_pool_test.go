@@ -17,6 +17,7 @@ import (
 	pb "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/internal/nice"
+	"github.com/podlab/podlab/runtime/config"
 )
 
 // poolRecord is what the pool tests read of a pod's record.
@@ -44,6 +45,17 @@ func readPoolRecord(t *testing.T, id string) poolRecord {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// poolMissed reports whether the pod was made cold with a PoolMiss event
+// whose message holds reason.
+func (r poolRecord) poolMissed(reason string) bool {
+	for _, e := range r.Events {
+		if e.Reason == "PoolMiss" && strings.Contains(e.Message, reason) {
+			return true
+		}
+	}
+	return false
 }
 
 // poolSize is how many warm sandboxes podlab pool ls lists.
@@ -243,11 +255,7 @@ func TestCRIPoolColdFallback(t *testing.T) {
 		if rec.Pool != nil {
 			t.Errorf("%s: claimed a warm sandbox", tc.name)
 		}
-		found := false
-		for _, e := range rec.Events {
-			found = found || e.Reason == "PoolMiss" && strings.Contains(e.Message, tc.reason)
-		}
-		if !found {
+		if !rec.poolMissed(tc.reason) {
 			t.Errorf("%s: no PoolMiss event naming %q: %+v", tc.name, tc.reason, rec.Events)
 		}
 		if n := s.poolSize(t); n != 1 {
@@ -277,25 +285,28 @@ func TestCRIPoolNetworkChanged(t *testing.T) {
 	// The default network with another MTU: the same bridge, subnet and
 	// leases, so the old entries' CNI DEL still undoes their ADD.
 	const mtu = 1400
+	var list map[string]any
+	if err := json.Unmarshal([]byte(config.Default().CNI.Conflist), &list); err != nil {
+		t.Fatal(err)
+	}
+	bridge := list["plugins"].([]any)[0].(map[string]any)
+	if bridge["type"] != "bridge" {
+		t.Fatalf("the default network's first plugin is %v, not bridge", bridge["type"])
+	}
+	bridge["mtu"] = mtu
+	changed, err := json.Marshal(list)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.stop()
-	s.reconfigure(t, fmt.Sprintf(`cni:
-  conflist: |
-    {"cniVersion": "1.1.0", "name": "podlab", "plugins": [
-      {"type": "bridge", "bridge": "podlab0", "isGateway": true, "hairpinMode": true, "mtu": %d,
-       "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.77.0.0/16"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
-      {"type": "portmap", "capabilities": {"portMappings": true}, "snat": true}]}
-`, mtu))
+	s.reconfigure(t, fmt.Sprintf("cni:\n  conflist: '%s'\n", changed))
 	s.start()
 	id, cfgPath := s.runPod(t, s.podConfig("newnet", "e2e-pool-net", nil))
 	rec := readPoolRecord(t, id)
 	if rec.Pool != nil {
 		t.Fatal("a pod on the changed network claimed a warm sandbox of the old one")
 	}
-	found := false
-	for _, e := range rec.Events {
-		found = found || e.Reason == "PoolMiss" && strings.Contains(e.Message, "no warm sandbox ready for default/")
-	}
-	if !found {
+	if !rec.poolMissed("no warm sandbox ready for default/") {
 		t.Errorf("no PoolMiss event naming the network's pool key: %+v", rec.Events)
 	}
 	// The cold pod is on the new network.
